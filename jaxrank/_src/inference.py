@@ -1,0 +1,642 @@
+"""Loss-augmented inference (most-violated rankings) as pure JAX kernels.
+
+AP loss (Yue et al. 2007; Mohapatra et al. 2014, Algorithms 1-3) and the 0-1
+(hinge) loss of the binary SVM. All kernels are pure, shape-static and
+jit/vmap-able; the Python wrappers only choose a static layout.
+
+Notation (``shared/MATH_NOTES.md``): positives sorted by score, descending,
+``s+_1 >= ... >= s+_P``; negatives ``s-_1 >= ... >= s-_N``. The increment
+
+    t_k(j) = delta_j(k) - delta_j(k+1)
+           = (1/P) k / ((j+k)(j+k-1)) - 2 (s+_k - s-_j) / (P N)
+
+is one term of eq. (5); ``delta_j(i)`` is its suffix sum over ``k >= i`` and
+``delta_j(P+1) = 0``. The output of inference only needs
+``n_a = #{j : opt_j <= a}``, the number of negatives ranked above the a-th
+positive in the most-violated ranking.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+Array = jax.Array
+
+METHODS = ("greedy", "search", "select")
+
+# Capacities (fractions of the number of negatives) of the static buckets used
+# by the selective ranking of Algorithm 3; the last bucket is the exact
+# fallback that sorts every negative.
+_SELECT_FRACTIONS = (1 / 64, 1 / 16, 1 / 4)
+# Entries of the delta table evaluated at once by the dense kernels.
+_BLOCK_ENTRIES = 2**18
+# Up to this many positives, selective ranking scans the first rows densely
+# (fewer, larger operations); above it, it uses the O((P + r) log r) divide
+# and conquer.
+_DENSE_HEAD_MAX_P = 0
+
+
+class MostViolated(NamedTuple):
+    """Result of loss-augmented inference.
+
+    Attributes:
+        loss: ``[]`` float. The loss of the most-violated output, e.g.
+            ``Delta(R*, R_hat) = 1 - AP(R_hat)`` for the AP loss.
+        coef: ``[n]`` float. The vector ``g`` such that the difference of joint
+            feature vectors is ``Psi(X, R*) - Psi(X, R_hat) = sum_k g_k psi(x_k)``;
+            the subgradient of the slack in ``w`` is ``-X^T g``. Zero for items
+            removed by ``where``.
+        hinge: ``[]`` float. The slack ``loss - scores @ coef`` of the
+            most-violated output (``>= 0`` up to rounding).
+        interleaving_rank: ``[n]`` int32 ``opt_j`` in ``{1, ..., P+1}`` for each
+            negative (Algorithm 1); 0 for positives and removed items.
+            ``None`` for the 0-1 loss, where it does not apply.
+    """
+
+    loss: Array
+    coef: Array
+    hinge: Array
+    interleaving_rank: Optional[Array] = None
+
+
+# ---------------------------------------------------------------------------
+# Small helpers shared by the three methods.
+# ---------------------------------------------------------------------------
+
+
+def _increment(k, j, sp_k, sn_j, P, N):
+    """t_k(j) of eq. (5) in its stable closed form (no harmonic numbers).
+
+    ``k`` and ``j`` are 1-based ranks (any integer dtype), ``P`` and ``N`` the
+    numbers of valid positives and negatives. Broadcasts.
+    """
+    dtype = sp_k.dtype
+    kf = k.astype(dtype)
+    jf = j.astype(dtype)
+    Pf = P.astype(dtype)
+    Nf = N.astype(dtype)
+    first = kf / ((jf + kf) * (jf + kf - 1)) / Pf
+    second = 2 * (sp_k - sn_j) / (Pf * Nf)
+    return first - second
+
+
+def _sort_desc(scores, valid):
+    """Sort ``scores`` descending with invalid entries last (set to 0).
+
+    Returns the sorted scores ``[m]``, the permutation ``[m]`` (indices into the
+    input) and the number of valid entries.
+    """
+    m = scores.shape[-1]
+    key = jnp.where(valid, -scores, jnp.inf)
+    idx = jnp.arange(m, dtype=jnp.int32)
+    key, perm = lax.sort((key, idx), num_keys=1)
+    sorted_scores = jnp.where(jnp.isfinite(key), -key, 0).astype(scores.dtype)
+    return sorted_scores, perm, jnp.sum(valid, dtype=jnp.int32)
+
+
+def _first_true(pred_fn, lo, hi, num_iter):
+    """Vectorised binary search: first ``k`` in ``[lo, hi]`` with ``pred_fn(k)``.
+
+    ``pred_fn`` must be monotone (False ... False True ... True) on ``[lo, hi]``;
+    returns ``hi`` if only ``hi`` (or nothing) is True. ``lo``/``hi`` are int
+    arrays of equal shape; ``num_iter`` is static.
+    """
+
+    def body(_, carry):
+        lo, hi = carry
+        mid = (lo + hi) // 2
+        ok = pred_fn(mid)
+        return jnp.where(ok, lo, mid + 1), jnp.where(ok, mid, hi)
+
+    lo, hi = lax.fori_loop(0, num_iter, body, (lo, hi))
+    return lo
+
+
+def _num_bisections(m):
+    return max(1, int(np.ceil(np.log2(max(m, 2)))) + 1)
+
+
+def _delta_rows(sp, P, N, j, sn):
+    """Dense rows of the delta table for negatives of rank ``j`` (``[r]``).
+
+    Returns ``delta [r, Kp+1]`` with ``delta[:, i-1] = delta_j(i)`` (prefix-sum
+    form of eq. (5): suffix sums of the increments) and the increments
+    ``t [r, Kp]``; columns beyond ``P`` hold 0.
+    """
+    kp = sp.shape[0]
+    k = jnp.arange(1, kp + 1, dtype=jnp.int32)
+    t = _increment(k[None, :], j[:, None], sp[None, :], sn[:, None], P, N)
+    t = jnp.where(k[None, :] <= P, t, 0)
+    delta = jnp.cumsum(t[:, ::-1], axis=1)[:, ::-1]
+    delta = jnp.concatenate([delta, jnp.zeros_like(delta[:, :1])], axis=1)
+    return delta, t
+
+
+def _map_row_blocks(fn, j, sn, num_rows, kp):
+    """Apply ``fn(j_block, sn_block) -> [b]`` to the first ``num_rows`` rows.
+
+    Rows are processed in static blocks of about ``_BLOCK_ENTRIES / kp`` inside a
+    ``fori_loop`` whose trip count is ``ceil(num_rows / block)`` (dynamic), so
+    padding rows cost nothing. Rows past ``num_rows`` are returned as 0.
+    """
+    r = j.shape[0]
+    b = min(max(_BLOCK_ENTRIES // max(kp, 1), 8), max(r, 1))
+    pad = (-r) % b
+    jp = jnp.concatenate([j, jnp.ones((pad,), j.dtype)])
+    snp = jnp.concatenate([sn, jnp.zeros((pad,), sn.dtype)])
+    nblocks = (jnp.minimum(num_rows, r) + b - 1) // b
+
+    def body(blk, out):
+        start = blk * b
+        jb = lax.dynamic_slice(jp, (start,), (b,))
+        sb = lax.dynamic_slice(snp, (start,), (b,))
+        return lax.dynamic_update_slice(out, fn(jb, sb).astype(out.dtype), (start,))
+
+    out = lax.fori_loop(0, nblocks, body, jnp.zeros((r + pad,), jnp.int32))
+    return out[:r]
+
+
+# ---------------------------------------------------------------------------
+# Interleaving ranks of sorted negatives: Algorithms 1 and 2.
+# ---------------------------------------------------------------------------
+
+
+def _opt_greedy(sp, P, N, sn):
+    """Algorithm 1: ``opt_j = argmax_{i in 1..P+1} delta_j(i)`` for each row.
+
+    ``sn [m]`` are the sorted negative scores of ranks ``1..m``. O(P m).
+    """
+    m = sn.shape[0]
+    if m == 0:
+        return jnp.zeros((0,), jnp.int32)
+    j = jnp.arange(1, m + 1, dtype=jnp.int32)
+
+    def block(jb, snb):
+        delta, _ = _delta_rows(sp, P, N, jb, snb)
+        i = jnp.arange(1, delta.shape[1] + 1, dtype=jnp.int32)
+        delta = jnp.where(i[None, :] <= P + 1, delta, -jnp.inf)
+        return (jnp.argmax(delta, axis=1) + 1).astype(jnp.int32)
+
+    return _map_row_blocks(block, j, sn, N, sp.shape[0])
+
+
+def _opt_search(sp, P, N, sn, num_valid, head="scan"):
+    """Algorithm 2 for every row: binary search on the unimodal part.
+
+    Rows past ``num_valid`` (dynamic) are padding and are ignored.
+    For ``j >= P`` delta_j is unimodal on ``{1..P+1}``, so ``opt_j`` is the
+    first ``k`` with ``t_k(j) >= 0`` (or ``P+1``): a batched binary search,
+    O(log P) per negative. The ``min(P-1, m)`` rows with ``j < P`` also need
+    the linear scan over ``i > j`` (eqs. (7)-(9)), done on dense rows
+    (``head="scan"``), or the exact divide and conquer of
+    :func:`_opt_head_monotone` (``head="monotone"``).
+    """
+    m = sn.shape[0]
+    kp = sp.shape[0]
+    if m == 0:
+        return jnp.zeros((0,), jnp.int32)
+    j = jnp.arange(1, m + 1, dtype=jnp.int32)
+    niter = _num_bisections(kp + 1)
+
+    def pred(jj, snj, k):
+        kk = jnp.minimum(k, kp)
+        t = _increment(kk, jj, sp[kk - 1], snj, P, N)
+        return (k >= P + 1) | (t >= 0)
+
+    # j >= P: eq. (7) over the whole domain.
+    hi = jnp.broadcast_to(P + 1, j.shape).astype(jnp.int32)
+    opt_tail = _first_true(
+        lambda k: pred(j, sn, k), jnp.ones_like(j), hi, niter
+    )
+
+    # j < P: i1 by binary search on {1..j}, i2 by linear scan on {j+1..P+1}.
+    num_head = min(kp - 1, m)
+    if num_head <= 0:
+        return opt_tail
+    if head == "monotone":
+        rows = jnp.minimum(P - 1, num_valid)
+        opt_head = _opt_head_monotone(sp, P, N, sn[:num_head], rows)
+        opt_head = jnp.where(j[:num_head] < P, opt_head, opt_tail[:num_head])
+        return opt_tail.at[:num_head].set(opt_head)
+
+    def block(jb, snb):
+        delta, _ = _delta_rows(sp, P, N, jb, snb)
+        i1 = _first_true(
+            lambda k: pred(jb, snb, k) | (k >= jb), jnp.ones_like(jb), jb, niter
+        )
+        i = jnp.arange(1, delta.shape[1] + 1, dtype=jnp.int32)
+        tail = (i[None, :] > jb[:, None]) & (i[None, :] <= P + 1)
+        i2 = jnp.argmax(jnp.where(tail, delta, -jnp.inf), axis=1) + 1
+        d1 = jnp.take_along_axis(delta, (i1 - 1)[:, None], axis=1)[:, 0]
+        d2 = jnp.take_along_axis(delta, (i2 - 1)[:, None], axis=1)[:, 0]
+        return jnp.where(d1 >= d2, i1, i2).astype(jnp.int32)
+
+    rows = jnp.minimum(P - 1, num_valid)
+    opt_head = _map_row_blocks(block, j[:num_head], sn[:num_head], rows, kp)
+    opt_head = jnp.where(j[:num_head] < P, opt_head, opt_tail[:num_head])
+    return opt_tail.at[:num_head].set(opt_head)
+
+
+def _opt_head_monotone(sp, P, N, sn, num_rows):
+    """Exact ``opt_j`` for the first rows by divide and conquer on monotonicity.
+
+    ``opt_j`` is non-decreasing in ``j`` (Yue et al. 2007), so once the rows
+    ``j - h`` and ``j + h`` are solved, row ``j`` only needs the argmax of
+    ``delta_j`` over ``[opt_{j-h}, opt_{j+h}]``. Solving rows level by level
+    (midpoints first), the ranges of one level tile ``{1..P+1}`` with overlaps
+    only at their ends, so a level costs O(P + rows) and the ``r`` rows cost
+    O((P + r) log r) instead of the O(P r) of the linear scan in Algorithm 2.
+    Within a range, ``delta_j(i) - delta_j(hi) = sum_{k=i}^{hi-1} t_k(j)`` is
+    a segmented suffix sum (prefix-sum form of eq. (5)). Rows past
+    ``num_rows`` (dynamic) get ``P + 1``.
+    """
+    r = sn.shape[0]
+    kp = sp.shape[0]
+    levels = max(1, int(np.ceil(np.log2(r + 1))))
+    size = 2**levels - 1
+    snp = jnp.concatenate([sn, jnp.zeros((size - r,), sn.dtype)])
+    big = jnp.int32(np.iinfo(np.int32).max)
+    # opt for rows 0..size+1, row 0 and row size+1 are the sentinels 1, P+1.
+    opt = jnp.full((size + 2,), P + 1, jnp.int32).at[0].set(1)
+    for lev in range(levels):
+        half = 2 ** (levels - lev - 1)
+        rows = jnp.arange(half, size + 1, 2 * half, dtype=jnp.int32)  # 1-based j
+        nr = rows.shape[0]
+        lo = opt[rows - half]
+        hi = opt[rows + half]
+        length = jnp.maximum(hi - lo + 1, 1)
+        starts = jnp.cumsum(length) - length
+        buf = kp + 1 + nr
+        q = jnp.arange(buf, dtype=jnp.int32)
+        seg = jnp.clip(jnp.searchsorted(starts, q, side="right") - 1, 0, nr - 1)
+        i = lo[seg] + q - starts[seg]
+        inside = (q < starts[-1] + length[-1]) & (i <= hi[seg])
+        jr = rows[seg]
+        kk = jnp.clip(i, 1, kp)
+        t = _increment(kk, jr, sp[kk - 1], snp[jr - 1], P, N)
+        v = jnp.where(inside & (i < hi[seg]), t, 0)
+        g = jnp.cumsum(v[::-1])[::-1]
+        g_next = jnp.concatenate([g[1:], jnp.zeros((1,), g.dtype)])
+        end = starts + length - 1  # last flat position of each segment
+        rel = g - g_next[end][seg]  # delta_j(i) - delta_j(hi)
+        rel = jnp.where(inside, rel, -jnp.inf)
+        best = jax.ops.segment_max(rel, seg, num_segments=nr)
+        first = jax.ops.segment_min(
+            jnp.where(inside & (rel == best[seg]), q, big), seg, num_segments=nr
+        )
+        sol = lo + (first - starts)
+        sol = jnp.where(rows <= num_rows, sol, P + 1)
+        opt = opt.at[rows].set(sol.astype(jnp.int32))
+    return opt[1 : r + 1]
+
+
+# ---------------------------------------------------------------------------
+# From interleaving ranks to loss / coef.
+# ---------------------------------------------------------------------------
+
+
+def _counts_above(opt, valid_rows, kp):
+    """``n_a = #{j : opt_j <= a}`` for ``a = 1..kp`` (histogram + cumsum)."""
+    hist = jnp.zeros((kp + 2,), jnp.int32).at[opt].add(valid_rows.astype(jnp.int32))
+    return jnp.cumsum(hist)[1 : kp + 1]
+
+
+def _ap_outputs(sp, P, N, n_above, dtype):
+    """AP loss of R_hat and the coefficients of the sorted positives."""
+    kp = sp.shape[0]
+    a = jnp.arange(1, kp + 1, dtype=dtype)
+    Pf = jnp.maximum(P, 1).astype(dtype)
+    Nf = jnp.maximum(N, 1).astype(dtype)
+    valid_a = jnp.arange(1, kp + 1) <= P
+    prec = jnp.where(valid_a, a / (a + n_above.astype(dtype)), 0)
+    loss = 1 - jnp.sum(prec) / Pf
+    g_pos = jnp.where(valid_a, 2 * n_above.astype(dtype) / (Pf * Nf), 0)
+    return loss, g_pos
+
+
+def _ap_core(scores, pos_valid, neg_valid, kp, method):
+    """AP loss-augmented inference with a static capacity for the positives.
+
+    Args:
+        scores: ``[n]`` float scores.
+        pos_valid: ``[n]`` bool, the positives taking part.
+        neg_valid: ``[n]`` bool, the negatives taking part (disjoint).
+        kp: static int ``>= #positives``: the positives are gathered into a
+            ``[kp]`` buffer, so the delta tables are ``kp`` wide.
+        method: static, one of ``METHODS``.
+
+    Returns:
+        ``(loss, coef [n], interleaving_rank [n])``, zeros where not valid.
+        With no valid positive or no valid negative the loss and the
+        coefficients are 0.
+    """
+    dtype = scores.dtype
+    n = scores.shape[0]
+    (pos_idx,) = jnp.nonzero(pos_valid, size=kp, fill_value=0)
+    P = jnp.sum(pos_valid, dtype=jnp.int32)
+    pv = jnp.arange(kp) < P
+    sp, pperm, _ = _sort_desc(scores[pos_idx], pv)
+    N = jnp.sum(neg_valid, dtype=jnp.int32)
+    Pf = jnp.maximum(P, 1).astype(dtype)
+    Nf = jnp.maximum(N, 1).astype(dtype)
+
+    if method == "select":
+        opt = _select_opt(sp, P, N, scores, neg_valid)
+    else:
+        sn, nperm, _ = _sort_desc(scores, neg_valid)
+        if method == "greedy":
+            opt_sorted = _opt_greedy(sp, P, N, sn)
+        else:
+            opt_sorted = _opt_search(sp, P, N, sn, N)
+        opt_sorted = jnp.where(jnp.arange(1, n + 1) <= N, opt_sorted, 0)
+        opt = jnp.zeros((n,), jnp.int32).at[nperm].set(opt_sorted)
+
+    ok = (P > 0) & (N > 0)
+    opt = jnp.where(neg_valid & ok, opt, 0)
+    n_above = _counts_above(opt, opt > 0, kp)
+    loss, g_pos_sorted = _ap_outputs(sp, P, N, n_above, dtype)
+    g_pos = jnp.zeros((kp,), dtype).at[pperm].set(g_pos_sorted)
+    coef = jnp.where(neg_valid, -2 * (P + 1 - opt).astype(dtype) / (Pf * Nf), 0)
+    coef = coef.at[pos_idx].add(jnp.where(pv, g_pos, 0))
+    coef = jnp.where(ok, coef, 0)
+    return jnp.where(ok, loss, 0).astype(dtype), coef, opt
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 3: selective ranking with static capacity buckets.
+# ---------------------------------------------------------------------------
+
+
+def _select_capacities(n):
+    """Static bucket capacities for ``n`` negatives, the last one ``n``."""
+    caps = sorted({int(np.ceil(f * n)) for f in _SELECT_FRACTIONS if f * n >= 1024})
+    return [c for c in caps if c < n] + [n]
+
+
+def _select_opt(sp, P, N, scores, neg_valid):
+    """Interleaving ranks of all negatives (input order) by selective ranking.
+
+    Algorithm 3. A negative of rank ``j`` is active (``opt_j <= P``) iff
+    ``t_P(j) >= 0``, i.e. ``s-_j >= tau_j := s+_P - P N / (2 (j+P)(j+P-1))``.
+    Active negatives form a prefix ``j <= J`` of the sorted order
+    (monotonicity of ``opt_j``), and since ``s-_j >= tau_j`` iff
+    ``#{s- >= tau_j} >= j``, ``J`` is found by a binary search over ranks
+    whose steps are O(n) counts: no sort (step 2). The candidates
+    ``S = {s- >= tau_J}`` (the top ``|S| >= J`` negatives) are compacted into
+    the smallest static bucket that holds them, sorted (O(|S| log |S|)) and
+    ranked by Algorithm 2; every other negative gets ``P + 1``. The largest
+    bucket holds all negatives (the exact fallback). ``tau`` is lowered by a
+    small relative margin so that rounding can only enlarge ``S``.
+    """
+    n = scores.shape[0]
+    dtype = scores.dtype
+    caps = _select_capacities(n)
+    P_ = jnp.maximum(P, 1)
+    N_ = jnp.maximum(N, 1).astype(dtype)
+    s_last = sp[P_ - 1]
+    eps = 64 * jnp.finfo(dtype).eps
+    masked = jnp.where(neg_valid, scores, -jnp.inf)
+
+    def tau(j):
+        f = (P_ / ((j + P_) * (j + P_ - 1))).astype(dtype)
+        t = s_last - f * (N_ / 2)
+        return t - eps * (jnp.abs(s_last) + jnp.abs(t) + 1)
+
+    def active(j):  # j >= 1: is the negative of rank j (possibly) active?
+        return jnp.sum(masked >= tau(j)) >= j
+
+    # Largest J in [0, N] with active(J) (active(0) := True): binary search.
+    def body(_, carry):
+        lo, hi = carry  # invariant: active(lo), not active(hi + 1) unknown
+        mid = (lo + hi + 1) // 2
+        ok = active(jnp.maximum(mid, 1))
+        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid - 1)
+
+    J, _ = lax.fori_loop(
+        0, _num_bisections(n + 1), body, (jnp.int32(0), N.astype(jnp.int32))
+    )
+    sel_valid = (masked >= tau(jnp.maximum(J, 1))) & (J > 0)
+    m = jnp.sum(sel_valid, dtype=jnp.int32)
+    bucket = jnp.searchsorted(jnp.asarray(caps), m)
+
+    def branch(cap):
+        def run(_):
+            (idx,) = jnp.nonzero(sel_valid, size=cap, fill_value=0)
+            valid = jnp.arange(cap) < m
+            sn, perm, _ = _sort_desc(scores[idx], valid)
+            head = "scan" if sp.shape[0] <= _DENSE_HEAD_MAX_P else "monotone"
+            opt = _opt_search(sp, P, N, sn, m, head=head)
+            out = jnp.where(neg_valid, P + 1, 0).astype(jnp.int32)
+            # perm maps sorted position -> position in the compacted buffer.
+            dest = jnp.where(valid, idx[perm], n)
+            return out.at[dest].set(opt, mode="drop")
+
+        return run
+
+    if len(caps) == 1:  # small inputs: a conditional costs more than it saves
+        return branch(caps[0])(None)
+    return lax.switch(bucket, [branch(c) for c in caps], None)
+
+
+# ---------------------------------------------------------------------------
+# Public entry points.
+# ---------------------------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnames=("kp", "method"))
+def ap_most_violated_masked(scores, pos_valid, neg_valid, *, kp, method="select"):
+    """Jitted AP inference on a masked layout (building block of the solvers).
+
+    Args:
+        scores: ``[n]`` float scores.
+        pos_valid: ``[n]`` bool mask of the positives taking part.
+        neg_valid: ``[n]`` bool mask of the negatives taking part.
+        kp: static int, an upper bound on ``pos_valid.sum()``. Positives beyond
+            ``kp`` are silently dropped, so callers must pass a true bound.
+        method: static, one of ``"greedy"``, ``"search"``, ``"select"``.
+
+    Returns:
+        :class:`MostViolated`.
+    """
+    loss, coef, rank = _ap_core(scores, pos_valid, neg_valid, kp, method)
+    return _finish(loss, coef, scores, rank)
+
+
+def _finish(loss, coef, scores, rank):
+    # sum(g) = 0, so centring the scores does not change s @ g but reduces
+    # cancellation when the scores share a large offset.
+    active = coef != 0
+    ref = jnp.sum(jnp.where(active, scores, 0)) / jnp.maximum(jnp.sum(active), 1)
+    hinge = loss - jnp.dot(scores - ref, coef)
+    return MostViolated(loss=loss, coef=coef, hinge=hinge, interleaving_rank=rank)
+
+
+def zero_one_core(scores, positive, valid, pos_weight):
+    """Most-violated labelling of the (weighted) binary hinge loss.
+
+    ``loss = sum_i c_i w_i``, ``coef_i = c_i w_i y_i`` with ``y_i = +-1``,
+    ``c_i = 1[y_i s_i < 1]``, ``w_i = pos_weight`` for positives and 1 for
+    negatives; ``hinge = sum_i w_i max(0, 1 - y_i s_i)``.
+    """
+    dtype = scores.dtype
+    y = jnp.where(positive, 1, -1).astype(dtype)
+    w = jnp.where(positive, jnp.asarray(pos_weight, dtype), 1).astype(dtype)
+    w = jnp.where(valid, w, 0)
+    margin = 1 - y * scores
+    c = (margin > 0) & valid
+    loss = jnp.sum(jnp.where(c, w, 0))
+    coef = jnp.where(c, w * y, 0)
+    hinge = jnp.sum(jnp.where(c, w * margin, 0))
+    return MostViolated(loss=loss, coef=coef, hinge=hinge, interleaving_rank=None)
+
+
+# ---------------------------------------------------------------------------
+# Public, validated wrappers.
+# ---------------------------------------------------------------------------
+
+
+def _layout(scores, labels, where, name):
+    """Validate (eagerly when possible) and return (scores, positive, valid, kp)."""
+    from jaxrank._src import validation
+
+    validation.check_same_shape("scores", scores, "labels", labels)
+    if where is not None:
+        validation.check_same_shape("scores", scores, "where", where)
+    n = np.shape(scores)[-1] if np.ndim(scores) else 0
+    if validation.is_concrete(scores, labels, where):
+        validation.check_scores(scores)
+        positive = validation.binary_labels(labels)
+        valid = validation.check_where(where, np.shape(scores))
+        validation.check_both_classes(positive, valid)
+        kp = max(int(np.max(np.sum(positive & valid, axis=-1))), 1)
+        positive, valid = jnp.asarray(positive), jnp.asarray(valid)
+    else:
+        positive = jnp.asarray(labels) > 0
+        valid = jnp.ones(jnp.shape(scores), bool) if where is None else where
+        kp = max(n, 1)
+    scores = jnp.asarray(scores)
+    if not jnp.issubdtype(scores.dtype, jnp.floating):
+        raise TypeError(f"{name}: scores must be a float array; got {scores.dtype}.")
+    return scores, positive, valid, kp
+
+
+def _check_method(method):
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+
+
+def ap_most_violated(scores, labels, *, where=None, method="select"):
+    r"""Most-violated ranking of the AP-SVM (AP loss-augmented inference).
+
+    Solves eq. (4) of Mohapatra et al. (2014),
+    :math:`\hat R = \arg\max_R \Delta(R^*, R) + w^\top\Psi(X, R)`, given the
+    individual scores :math:`s_k = w^\top\psi(x_k)`, with the joint feature
+    vector of eq. (1) (normalised by :math:`1/(|P||N|)`) and
+    :math:`\Delta = 1 - \mathrm{AP}`. All methods are exact:
+
+    * ``"greedy"``: Algorithm 1 (Yue et al. 2007), dense ``delta_j(i)`` table,
+      O(|P||N|) after sorting.
+    * ``"search"``: Algorithm 2, batched binary search on the unimodal
+      ``delta_j`` for ``j >= |P|``, linear scan for the first ``|P| - 1``
+      negatives: O(|P|^2 + |N| log |P|).
+    * ``"select"``: Algorithm 3, selective ranking: only the active negatives
+      (``opt_j <= |P|``) are sorted and ranked; found without sorting by a
+      binary search over ranks with O(n) counts; the first ``|P| - 1`` rows
+      use an exact divide and conquer on the monotonicity of ``opt_j``.
+
+    ``opt_j`` ranges over ``{1, ..., |P|+1}`` with ``delta_j(|P|+1) = 0``;
+    argmax ties go to the smallest rank. The increments ``delta_j(i) -
+    delta_j(i+1)`` use their closed form (no harmonic numbers), ``delta`` is
+    their suffix sum. In float64 the three methods return identical results;
+    in float32, where two ``delta`` values tie within rounding, they may pick
+    adjacent ranks with the same objective (``hinge``) up to rounding.
+
+    Args:
+        scores: ``[..., n]`` float array of individual scores ``w^T psi(x_k)``.
+        labels: ``[..., n]`` array, ``label > 0`` marks the positives
+            (``{0, 1}``, ``{-1, 1}`` or bool).
+        where: optional ``[..., n]`` bool mask; ``False`` items take no part.
+        method: ``"greedy"``, ``"search"`` or ``"select"`` (static).
+
+    Returns:
+        :class:`MostViolated` with ``loss [...]``, ``coef [..., n]``,
+        ``hinge [...]`` and ``interleaving_rank [..., n]`` (int32).
+        Under ``jit`` a list without both classes gives zeros.
+
+    Raises:
+        ValueError: unknown ``method``; mismatched shapes; and, for concrete
+            inputs, empty or non-finite scores, non-binary labels, a list
+            without a positive or without a negative.
+        TypeError: non-float scores, non-bool ``where``.
+
+    References:
+        Yue, Finley, Radlinski, Joachims, SIGIR 2007 (Algorithm 1);
+        Mohapatra, Jawahar, Kumar, NIPS 2014 (Algorithms 2 and 3, eq. (5)).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from jaxrank.inference import ap_most_violated
+        >>> r = ap_most_violated(jnp.array([2., 0., 1.]), jnp.array([1, 1, 0]))
+        >>> r.interleaving_rank.tolist()
+        [0, 0, 2]
+    """
+    _check_method(method)
+    scores, positive, valid, kp = _layout(scores, labels, where, "ap_most_violated")
+    fn = functools.partial(ap_most_violated_masked, kp=kp, method=method)
+    batch = scores.shape[:-1]
+    if batch:
+        n = scores.shape[-1]
+        out = jax.vmap(fn)(
+            scores.reshape(-1, n),
+            (positive & valid).reshape(-1, n),
+            (~positive & valid).reshape(-1, n),
+        )
+        return jax.tree_util.tree_map(
+            lambda x: x.reshape(batch + x.shape[1:]), out
+        )
+    return fn(scores, positive & valid, ~positive & valid)
+
+
+def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
+    r"""Most-violated labelling of the binary SVM (0-1 loss, hinge slack).
+
+    The 1-slack form of the binary SVM (Joachims 2006):
+    :math:`\xi = \max_{c \in \{0,1\}^n} \sum_i c_i w_i (1 - y_i s_i)`, solved
+    by :math:`c_i = 1[y_i s_i < 1]`. ``loss = sum_i c_i w_i`` (the weighted
+    number of margin violations), ``coef_i = c_i w_i y_i`` (so the subgradient
+    in ``w`` is ``-X^T coef``) and ``hinge = sum_i w_i max(0, 1 - y_i s_i)``,
+    the objective term of ``LinearSVC(loss="hinge")``. O(n), no sort.
+
+    Args:
+        scores: ``[n]`` float array of decision values ``w^T x_i (+ b)``.
+        labels: ``[n]`` array, ``label > 0`` positives (``y = +1``), else
+            negatives (``y = -1``).
+        where: optional ``[n]`` bool mask of items that take part.
+        pos_weight: weight ``w_i`` of a positive (negatives weigh 1), > 0.
+
+    Returns:
+        :class:`MostViolated` with ``interleaving_rank=None``.
+
+    Raises:
+        ValueError: mismatched shapes, ``pos_weight <= 0``; for concrete
+            inputs, empty or non-finite scores or non-binary labels.
+
+    References:
+        Mohapatra et al., NIPS 2014, §1 (O(|P|+|N|) inference of the binary
+        SVM); Joachims, "Training linear SVMs in linear time", KDD 2006.
+    """
+    if not np.isscalar(pos_weight) or not pos_weight > 0:
+        raise ValueError(f"pos_weight must be a positive number; got {pos_weight!r}.")
+    scores, positive, valid, _ = _layout(scores, labels, where, "zero_one_most_violated")
+    return _zero_one_jit(scores, positive, valid, pos_weight)
+
+
+@jax.jit
+def _zero_one_jit(scores, positive, valid, pos_weight):
+    return zero_one_core(scores, positive, valid, pos_weight)
