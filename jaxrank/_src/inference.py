@@ -260,31 +260,33 @@ def _opt_head_monotone(sp, P, N, sn, num_rows):
     kp = sp.shape[0]
     levels = max(1, int(np.ceil(np.log2(r + 1))))
     size = 2**levels - 1
+    nr = 2 ** (levels - 1)  # rows solved at the last (widest) level
     snp = jnp.concatenate([sn, jnp.zeros((size - r,), sn.dtype)])
     big = jnp.int32(np.iinfo(np.int32).max)
-    # opt for rows 0..size+1, row 0 and row size+1 are the sentinels 1, P+1.
-    opt = jnp.full((size + 2,), P + 1, jnp.int32).at[0].set(1)
-    for lev in range(levels):
-        half = 2 ** (levels - lev - 1)
-        rows = jnp.arange(half, size + 1, 2 * half, dtype=jnp.int32)  # 1-based j
-        nr = rows.shape[0]
+    buf = kp + 1 + nr
+    q = jnp.arange(buf, dtype=jnp.int32)
+    m = jnp.arange(nr, dtype=jnp.int32)
+
+    def level(lev, opt):
+        # opt holds rows 0..size+1; rows 0 and size+1 are the sentinels 1, P+1.
+        half = jnp.left_shift(1, levels - lev - 1).astype(jnp.int32)
+        in_level = m < jnp.left_shift(1, lev)
+        rows = jnp.where(in_level, half * (2 * m + 1), 1)  # 1-based j
         lo = opt[rows - half]
-        hi = opt[rows + half]
-        length = jnp.maximum(hi - lo + 1, 1)
-        starts = jnp.cumsum(length) - length
-        buf = kp + 1 + nr
-        q = jnp.arange(buf, dtype=jnp.int32)
+        hi = opt[jnp.minimum(rows + half, size + 1)]
+        length = jnp.where(in_level, jnp.maximum(hi - lo + 1, 1), 0)
+        ends = jnp.cumsum(length)
+        starts = ends - length
         seg = jnp.clip(jnp.searchsorted(starts, q, side="right") - 1, 0, nr - 1)
         i = lo[seg] + q - starts[seg]
-        inside = (q < starts[-1] + length[-1]) & (i <= hi[seg])
+        inside = (q < ends[-1]) & (i <= hi[seg]) & in_level[seg]
         jr = rows[seg]
         kk = jnp.clip(i, 1, kp)
         t = _increment(kk, jr, sp[kk - 1], snp[jr - 1], P, N)
         v = jnp.where(inside & (i < hi[seg]), t, 0)
         g = jnp.cumsum(v[::-1])[::-1]
         g_next = jnp.concatenate([g[1:], jnp.zeros((1,), g.dtype)])
-        end = starts + length - 1  # last flat position of each segment
-        rel = g - g_next[end][seg]  # delta_j(i) - delta_j(hi)
+        rel = g - g_next[jnp.maximum(ends - 1, 0)][seg]  # delta_j(i) - delta_j(hi)
         rel = jnp.where(inside, rel, -jnp.inf)
         best = jax.ops.segment_max(rel, seg, num_segments=nr)
         first = jax.ops.segment_min(
@@ -292,7 +294,11 @@ def _opt_head_monotone(sp, P, N, sn, num_rows):
         )
         sol = lo + (first - starts)
         sol = jnp.where(rows <= num_rows, sol, P + 1)
-        opt = opt.at[rows].set(sol.astype(jnp.int32))
+        dest = jnp.where(in_level, rows, size + 2)
+        return opt.at[dest].set(sol.astype(jnp.int32), mode="drop")
+
+    opt = jnp.full((size + 2,), P + 1, jnp.int32).at[0].set(1)
+    opt = lax.fori_loop(0, levels, level, opt)
     return opt[1 : r + 1]
 
 
