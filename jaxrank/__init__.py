@@ -1,0 +1,31 @@
+"""jaxrank: rankers that optimise Average Precision and ROC-AUC, in JAX.
+
+* :mod:`jaxrank.metrics` — ``average_precision``, ``roc_auc``.
+* :mod:`jaxrank.inference` — loss-augmented inference (``ap_most_violated``,
+  ``zero_one_most_violated``).
+* :mod:`jaxrank.losses` — ``ap_hinge_loss``, ``hinge_loss`` (``jax.grad``-able).
+* :mod:`jaxrank.solvers` — the Pegasos-style solver ``fit_ssvm``.
+* Estimators: :class:`APSVM`, :class:`BinarySVM`; persistence :func:`save`,
+  :func:`load`; data :mod:`jaxrank.datasets`, :func:`load_data`.
+
+All kernels are pure and compose with ``jit``/``vmap``/``grad``.
+"""
+
+from jaxrank import datasets, inference, losses, metrics, solvers
+from jaxrank._src.estimators import APSVM, BinarySVM
+from jaxrank._src.io import load, load_data, save
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "APSVM",
+    "BinarySVM",
+    "datasets",
+    "inference",
+    "load",
+    "load_data",
+    "losses",
+    "metrics",
+    "save",
+    "solvers",
+]

@@ -1,0 +1,391 @@
+"""Benchmark of AP loss-augmented inference (greedy / search / select).
+
+Median time per call of the three exact methods of
+:func:`jaxrank.inference.ap_most_violated` (Algorithms 1-3 of Mohapatra et al.
+2014), of a literal NumPy transcription of Algorithm 1
+(``tests/reference.py``) and of a plain ``jnp.sort`` of the same scores, at
+several ``(|P|, |N|)`` and two score regimes:
+
+* ``untrained``: positives and negatives ~ N(0, 1) (most negatives active);
+* ``trained``: negatives ~ N(0, 1), positives ~ N(4, 1), i.e. the
+  margin-separated scores typical late in training (few negatives active).
+
+A negative is *active* if its interleaving rank is ``<= |P|`` (it is ranked
+above at least one positive in the most-violated ranking).
+
+Timing: every JAX function is compiled ahead of time (``jit(...).lower(...)
+.compile()``; the compile time is reported in its own column), called once to
+warm up, then timed ``R`` times with ``jax.block_until_ready``; the median is
+reported. ``R`` is adaptive (at least 5 calls for small inputs, 3 for large
+ones, more while the time budget per row allows) unless ``--repeats`` is set.
+
+The kernels are timed through ``jaxrank._src.inference.ap_most_violated_masked``
+with ``kp = |P|`` -- exactly the jitted kernel that the public
+``ap_most_violated`` dispatches to for concrete inputs, without its eager
+host-side validation. The public API itself is timed in two extra ``select``
+rows (``--public``): an eager call (validation included) and
+``jax.jit(lambda s: ap_most_violated(s, labels))`` with the labels closed over
+as a NumPy constant. The latter traces once, but inside ``jit`` the scores are
+a tracer, so the wrapper cannot count the positives and uses ``kp = n``
+(positive buffers and delta tables as wide as the whole list) -- a
+different, slower kernel than the one the issue is about.
+
+Correctness: every method's ``hinge`` (the objective) is compared with the
+others (and with the float64 hinge of the literal Algorithm 1 where it runs);
+the maximum relative difference is printed per size and regime.
+
+Run ``python bench/inference.py --help``; ``--quick`` is a smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_HERE)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+sys.path.insert(0, os.path.join(_ROOT, "tests"))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from jaxrank.inference import ap_most_violated  # noqa: E402
+from jaxrank._src import inference as _inf  # noqa: E402
+from reference import literal_algorithm1, outputs_from_interleaving  # noqa: E402
+
+DEFAULT_SIZES = "300x3000,1000x100000,10000x1000000"
+QUICK_SIZES = "300x3000,1000x10000"
+REGIMES = ("untrained", "trained")
+METHODS = ("select", "search", "greedy")
+SKIP_LITERAL = "n/a (too slow: O(PN) Python loop)"
+
+
+# ---------------------------------------------------------------------------
+# Data.
+# ---------------------------------------------------------------------------
+
+
+def make_problem(P, N, regime, seed=0):
+    """float32 scores and {0,1} labels in a random order."""
+    rng = np.random.default_rng([seed, P, N, REGIMES.index(regime)])
+    mu = 0.0 if regime == "untrained" else 4.0
+    pos = rng.normal(mu, 1.0, P)
+    neg = rng.normal(0.0, 1.0, N)
+    scores = np.concatenate([pos, neg]).astype(np.float32)
+    labels = np.concatenate([np.ones(P, np.int32), np.zeros(N, np.int32)])
+    order = rng.permutation(P + N)
+    return scores[order], labels[order]
+
+
+# ---------------------------------------------------------------------------
+# Timing.
+# ---------------------------------------------------------------------------
+
+
+def time_calls(fn, args, *, min_repeats, max_repeats, budget_s, block=True):
+    """Warm-up call, then the median wall time (s) of R timed calls.
+
+    R is at least ``min_repeats``; further calls are made while the elapsed
+    time is under ``budget_s`` and R < ``max_repeats``. Returns
+    ``(median_s, R, last_output)``.
+    """
+    out = fn(*args)
+    if block:
+        jax.block_until_ready(out)
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_repeats and (
+        len(times) < min_repeats or time.perf_counter() - start < budget_s
+    ):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        if block:
+            out = jax.block_until_ready(out)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), len(times), out
+
+
+def aot(fn, *args):
+    """Compile ``fn`` for ``args`` ahead of time; returns (compiled, seconds)."""
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------
+# One (size, regime) cell.
+# ---------------------------------------------------------------------------
+
+
+def run_cell(P, N, regime, args):
+    n = P + N
+    scores_np, labels_np = make_problem(P, N, regime, args.seed)
+    scores = jax.device_put(jnp.asarray(scores_np))
+    pos_mask = jax.device_put(jnp.asarray(labels_np > 0))
+    neg_mask = ~pos_mask
+    small = n <= 200_000
+    min_r = args.repeats or (5 if small else 3)
+    max_r = args.repeats or (50 if small else 10)
+    budget = 0 if args.repeats else args.budget
+    timer = functools.partial(
+        time_calls, min_repeats=min_r, max_repeats=max_r, budget_s=budget
+    )
+
+    rows = []  # dicts: method, ms, compile_s, R, note
+    hinges = {}
+    results = {}
+
+    # jnp.sort of the same scores.
+    sort_c, sort_comp = aot(jnp.sort, scores)
+    t, r, _ = timer(sort_c, (scores,))
+    sort_ms = 1e3 * t
+    rows.append(dict(method="jnp.sort", ms=sort_ms, compile_s=sort_comp, R=r))
+
+    for m in METHODS:
+        if m == "greedy" and P * N > args.greedy_max_pn:
+            rows.append(dict(method=m, skipped=f"skipped (P*N = {P * N:.1e} > "
+                             f"{args.greedy_max_pn:.0e})"))
+            continue
+        kern = functools.partial(
+            _inf.ap_most_violated_masked, kp=P, method=m
+        )
+        c, comp = aot(kern, scores, pos_mask, neg_mask)
+        t, r, out = timer(c, (scores, pos_mask, neg_mask))
+        rows.append(dict(method=m, ms=1e3 * t, compile_s=comp, R=r))
+        hinges[m] = float(out.hinge)
+        results[m] = out
+
+    if args.public:
+        # Eager public call: host validation + dispatch of the same kernel.
+        eager = functools.partial(ap_most_violated, labels=labels_np, method="select")
+        t, r, out = timer(eager, (scores,))
+        rows.append(dict(method="select [public, eager]", ms=1e3 * t,
+                         compile_s=float("nan"), R=r,
+                         note="includes input validation"))
+        hinges["select [public, eager]"] = float(out.hinge)
+        if n <= args.public_jit_max_n:
+            traces = [0]
+
+            def closed(s):
+                traces[0] += 1
+                return ap_most_violated(s, labels_np, method="select")
+
+            c, comp = aot(closed, scores)
+            t, r, out = timer(c, (scores,))
+            rows.append(dict(method="select [public, jit closure]", ms=1e3 * t,
+                             compile_s=comp, R=r,
+                             note=f"traces={traces[0]}, kp=n={n}"))
+            hinges["select [public, jit]"] = float(out.hinge)
+
+    # Literal NumPy Algorithm 1.
+    lit_ms = None
+    ref_hinge = None
+    if P * N <= args.literal_max_pn:
+        lit = functools.partial(literal_algorithm1, scores_np, labels_np)
+        lr = args.repeats or 3
+        t, r, out = time_calls(lit, (), min_repeats=lr, max_repeats=lr,
+                               budget_s=0, block=False)
+        lit_ms = 1e3 * t
+        rows.append(dict(method="literal Alg. 1 (NumPy)", ms=lit_ms,
+                         compile_s=float("nan"), R=r))
+        opt, pos, neg = out
+        _, _, ref_hinge = outputs_from_interleaving(scores_np, labels_np, opt, pos, neg)
+        hinges["literal Alg. 1 (float64)"] = float(ref_hinge)
+    else:
+        rows.append(dict(method="literal Alg. 1 (NumPy)", skipped=SKIP_LITERAL))
+
+    # Active negatives (from select; all methods must agree up to ties).
+    rank = np.asarray(results["select"].interleaving_rank)
+    neg = labels_np == 0
+    n_active = int(np.sum((rank[neg] >= 1) & (rank[neg] <= P)))
+    actives = {m: int(np.sum((np.asarray(o.interleaving_rank)[neg] <= P)))
+               for m, o in results.items()}
+
+    # Hinge agreement.
+    vals = np.array(list(hinges.values()), np.float64)
+    scale = max(np.max(np.abs(vals)), 1e-12)
+    max_rel = float((vals.max() - vals.min()) / scale)
+
+    for row in rows:
+        row.update(size=f"({P}, {N})", regime=regime, active=n_active)
+        if "ms" in row:
+            row["vs_lit"] = None if lit_ms is None else lit_ms / row["ms"]
+            row["vs_sort"] = row["ms"] / sort_ms
+    check = dict(size=f"({P}, {N})", regime=regime, hinges=hinges,
+                 max_rel=max_rel, actives=actives, n_active=n_active)
+    return rows, check
+
+
+# ---------------------------------------------------------------------------
+# Report.
+# ---------------------------------------------------------------------------
+
+
+def fmt_ms(ms):
+    if ms >= 100:
+        return f"{ms:.0f}"
+    if ms >= 1:
+        return f"{ms:.2f}"
+    return f"{ms:.3f}"
+
+
+def print_table(rows):
+    print("| size (P, N) | regime | #active neg. | method | median ms | R "
+          "| compile s | speed-up vs literal Alg. 1 | time / jnp.sort |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        if "skipped" in row:
+            print(f"| {row['size']} | {row['regime']} | {row['active']} | "
+                  f"{row['method']} | {row['skipped']} | | | | |")
+            continue
+        comp = "" if np.isnan(row["compile_s"]) else f"{row['compile_s']:.2f}"
+        vs_lit = "n/a" if row["vs_lit"] is None else f"{row['vs_lit']:.1f}x"
+        method = row["method"] + (f" ({row['note']})" if row.get("note") else "")
+        print(f"| {row['size']} | {row['regime']} | {row['active']} | {method} | "
+              f"{fmt_ms(row['ms'])} | {row['R']} | {comp} | {vs_lit} | "
+              f"{row['vs_sort']:.2f}x |")
+
+
+def header(argv):
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        affinity = os.cpu_count()
+    import jaxlib
+
+    print("# AP loss-augmented inference benchmark (bench/inference.py)")
+    print()
+    print(f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
+    print(f"- command: `python bench/inference.py {' '.join(argv)}`".rstrip())
+    print(f"- jax {jax.__version__}, jaxlib {jaxlib.__version__}, numpy "
+          f"{np.__version__}, python {platform.python_version()}")
+    print(f"- devices: {jax.devices()}; CPUs: os.cpu_count()={os.cpu_count()}, "
+          f"usable={affinity}")
+    print(f"- platform: {platform.platform()} ({platform.processor() or platform.machine()})")
+    print("- scores float32; untrained: pos, neg ~ N(0,1); trained: pos ~ N(4,1), "
+          "neg ~ N(0,1)")
+    print("- JAX methods timed as the jitted kernel `ap_most_violated_masked(..., "
+          "kp=|P|)` (what `ap_most_violated` runs for concrete inputs), AOT-compiled, "
+          "median of R calls with `block_until_ready`")
+    print()
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(
+        description="Benchmark AP loss-augmented inference: greedy, search, "
+        "select vs a literal NumPy Algorithm 1 and jnp.sort.")
+    p.add_argument("--sizes", default=None,
+                   help=f"comma-separated PxN list (default {DEFAULT_SIZES}; "
+                   f"--quick: {QUICK_SIZES})")
+    p.add_argument("--regimes", default=",".join(REGIMES),
+                   help="comma-separated subset of untrained,trained")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="fixed number of timed calls per row (default: adaptive, "
+                   ">=5 for n <= 2e5, >=3 above, more within --budget)")
+    p.add_argument("--budget", type=float, default=2.0,
+                   help="seconds of timed calls per row for adaptive repeats")
+    p.add_argument("--quick", action="store_true",
+                   help="fast smoke run (small sizes, 3 repeats)")
+    p.add_argument("--greedy-max-pn", type=float, default=1e8,
+                   help="run greedy only where P*N <= this (default 1e8)")
+    p.add_argument("--literal-max-pn", type=float, default=1e6,
+                   help="run the literal NumPy Algorithm 1 only where P*N <= this "
+                   "(default 1e6, i.e. only (300, 3000))")
+    p.add_argument("--no-public", dest="public", action="store_false",
+                   help="do not time the public-API select rows")
+    p.add_argument("--public-jit-max-n", type=int, default=200_000,
+                   help="time jit(lambda s: ap_most_violated(s, labels)) only for "
+                   "n <= this (it uses kp = n)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sizes = args.sizes or QUICK_SIZES
+        args.repeats = args.repeats or 3
+    sizes = []
+    for item in (args.sizes or DEFAULT_SIZES).split(","):
+        P, N = (int(float(v)) for v in item.lower().split("x"))
+        sizes.append((P, N))
+    regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
+    for r in regimes:
+        if r not in REGIMES:
+            p.error(f"unknown regime {r!r}")
+
+    t_start = time.perf_counter()
+    header(argv)
+    all_rows, checks = [], []
+    for P, N in sizes:
+        for regime in regimes:
+            t0 = time.perf_counter()
+            rows, check = run_cell(P, N, regime, args)
+            all_rows += rows
+            checks.append(check)
+            print(f"<!-- ({P}, {N}) {regime}: {time.perf_counter() - t0:.1f} s -->",
+                  flush=True)
+    print()
+    print_table(all_rows)
+    print()
+    print("speed-up vs literal Alg. 1 = literal ms / method ms; "
+          "time / jnp.sort = method ms / sort ms.")
+    print()
+    print("## Correctness (hinge = objective of the most-violated ranking)")
+    print()
+    print("| size (P, N) | regime | #active per method | hinges | max rel. diff |")
+    print("|---|---|---|---|---:|")
+    worst = 0.0
+    for c in checks:
+        hs = ", ".join(f"{k}={v:.7g}" for k, v in c["hinges"].items())
+        act = ", ".join(f"{k}={v}" for k, v in c["actives"].items())
+        print(f"| {c['size']} | {c['regime']} | {act} | {hs} | {c['max_rel']:.1e} |")
+        worst = max(worst, c["max_rel"])
+    tol = 1e-4
+    print()
+    print(f"Hinge agreement: max relative difference {worst:.1e} "
+          f"({'OK' if worst <= tol else 'MISMATCH'} at float32 tolerance {tol:g}).")
+    print()
+    print("## Targets")
+    print()
+    by = {(r["size"], r["regime"], r["method"]): r for r in all_rows}
+    small = "(300, 3000)"
+    if (300, 3000) in sizes:
+        for regime in regimes:
+            row = by.get((small, regime, "select"))
+            lit = by.get((small, regime, "literal Alg. 1 (NumPy)"))
+            if row is None or lit is None or "ms" not in lit:
+                print(f"- select >= 50x faster than literal Alg. 1 at {small}, "
+                      f"{regime}: not measured")
+                continue
+            sp = lit["ms"] / row["ms"]
+            print(f"- select >= 50x faster than literal Alg. 1 at {small}, {regime}: "
+                  f"{'PASS' if sp >= 50 else 'FAIL'} ({sp:.1f}x: select "
+                  f"{fmt_ms(row['ms'])} ms vs literal {fmt_ms(lit['ms'])} ms)")
+    else:
+        print(f"- select >= 50x faster than literal Alg. 1 at {small}: not measured "
+              "(size not in --sizes)")
+    big = max(sizes, key=lambda s: s[0] * s[1] + s[0] + s[1])
+    big_s = f"({big[0]}, {big[1]})"
+    note = "" if big == (10000, 1000000) else " (largest size run; the issue's is (10000, 1000000))"
+    for regime in regimes:
+        row = by[(big_s, regime, "select")]
+        srt = by[(big_s, regime, "jnp.sort")]
+        ratio = row["ms"] / srt["ms"]
+        print(f"- select within 3x of jnp.sort at {big_s}{note}, {regime}: "
+              f"{'PASS' if ratio <= 3 else 'FAIL'} ({ratio:.2f}x: select "
+              f"{fmt_ms(row['ms'])} ms vs sort {fmt_ms(srt['ms'])} ms)")
+    print()
+    print(f"Total runtime: {time.perf_counter() - t_start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from jaxrank.cli import main
+
+sys.exit(main())
