@@ -1,5 +1,8 @@
+"""``python -m jaxrank``: the command-line interface."""
+
 import sys
 
 from jaxrank.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -103,3 +103,63 @@ def average_precision_ties(scores, labels):
         above = scores >= scores[i]
         total += labels[above].sum() / above.sum()
     return total / P
+
+
+def ap_oracle_literal(X, labels):
+    """Loss-augmented inference for AP-SVM from the literal Algorithm 1.
+
+    Returns ``oracle(w) -> (loss, a)`` with ``a = X^T g`` (float64).
+    """
+    X = np.asarray(X, np.float64)
+    labels = np.asarray(labels, bool)
+
+    def oracle(w):
+        s = X @ w
+        opt, pos, neg = literal_algorithm1(s, labels)
+        loss, coef, _ = outputs_from_interleaving(s, labels, opt, pos, neg)
+        return loss, X.T @ coef
+
+    return oracle
+
+
+def cutting_plane_ssvm(oracle, dim, C, *, eps=1e-9, max_iter=300):
+    """Exact 1-slack cutting-plane solver (Joachims et al. 2009) with a QP.
+
+    Solves ``min 1/2 ||w||^2 + C xi`` s.t. ``xi >= b - a^T w`` for every
+    output, by adding the most violated plane and re-solving the dual QP
+    ``max_alpha sum alpha_k b_k - 1/2 ||sum alpha_k a_k||^2``,
+    ``alpha >= 0, sum alpha <= C`` with scipy's SLSQP. Returns
+    ``(w, primal, dual)``; the optimum lies in ``[dual, primal]``.
+    """
+    from scipy.optimize import minimize
+
+    A, B = [], []
+    w = np.zeros(dim)
+    alpha = np.zeros(0)
+    dual = 0.0
+    for _ in range(max_iter):
+        b, a = oracle(w)
+        xi_true = max(0.0, b - a @ w)
+        xi_ws = max([0.0] + [bk - ak @ w for ak, bk in zip(A, B)])
+        if xi_true <= xi_ws + eps:
+            break
+        A.append(a)
+        B.append(b)
+        Am, Bv = np.array(A), np.array(B)
+        G = Am @ Am.T
+        x0 = np.append(alpha, 0.0)
+        res = minimize(
+            lambda x: 0.5 * x @ G @ x - Bv @ x,
+            x0,
+            jac=lambda x: G @ x - Bv,
+            bounds=[(0, None)] * len(B),
+            constraints=[{"type": "ineq", "fun": lambda x: C - x.sum(), "jac": lambda x: -np.ones_like(x)}],
+            method="SLSQP",
+            options={"ftol": 1e-15, "maxiter": 1000},
+        )
+        alpha = np.clip(res.x, 0, None)
+        w = Am.T @ alpha
+        dual = float(Bv @ alpha - 0.5 * w @ w)
+    b, a = oracle(w)
+    primal = 0.5 * w @ w + C * max(0.0, b - a @ w)
+    return w, primal, dual

@@ -79,6 +79,44 @@ def as_labels(y, n, name="y"):
     return positive, classes
 
 
+def as_label_matrix(Y, n, name="y"):
+    """Validate 1-D binary labels or a 2-D ``[n, T]`` matrix of binary tasks.
+
+    Returns:
+        ``(positive [T, n] bool, classes [2], multi_output)``; ``multi_output``
+        is True for 2-D input (one ranker per column).
+
+    Raises:
+        ValueError: not 1-D/2-D, length mismatch, empty, non-binary labels,
+            a column with a single class, or columns with different label
+            sets (e.g. ``{0, 1}`` and ``{-1, 1}``).
+    """
+    arr = np.asarray(Y)
+    if arr.ndim == 1:
+        positive, classes = as_labels(arr, n, name)
+        return positive[None], classes, False
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 1-D or 2-D [n_samples, n_tasks]; got shape {arr.shape}.")
+    if arr.shape[0] != n:
+        raise ValueError(f"X and {name} have mismatched lengths: {n} and {arr.shape[0]}.")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} has no task columns; got shape {arr.shape}.")
+    positive, classes = [], None
+    for t in range(arr.shape[1]):
+        try:
+            pos, cls = as_labels(arr[:, t], n, f"{name}[:, {t}]")
+        except ValueError as e:
+            raise ValueError(f"task column {t}: {e}") from None
+        if classes is not None and not np.array_equal(cls, classes):
+            raise ValueError(
+                f"all task columns of {name} must use the same two label values; column "
+                f"0 has {classes.tolist()} and column {t} has {cls.tolist()}."
+            )
+        classes = cls
+        positive.append(pos)
+    return np.stack(positive), classes, True
+
+
 def check_C(C, name="C"):
     if isinstance(C, bool) or not isinstance(C, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a number; got {type(C).__name__}.")
@@ -175,6 +213,48 @@ def fit_linear(
     )
 
 
+@functools.partial(
+    jax.jit,
+    static_argnames=("loss", "kp", "method", "pos_weight", "max_iter", "fit_intercept"),
+)
+def fit_linear_many(
+    X,
+    positive,
+    valid,
+    C,
+    tol,
+    *,
+    loss,
+    kp,
+    method="select",
+    pos_weight=1.0,
+    max_iter=1000,
+    fit_intercept=False,
+):
+    """:func:`fit_linear` vmapped over tasks: ``T`` fits in one jitted call.
+
+    Args:
+        X: ``[n, d]`` float array or BCOO matrix, shared by all tasks.
+        positive: ``[T, n]`` bool labels, one row per task.
+        valid: ``[T, n]`` bool masks of the samples used.
+        C: ``[T]`` float, one trade-off per task.
+        tol: ``[]`` relative duality gap.
+        loss, kp, method, pos_weight, max_iter, fit_intercept: static, as in
+            :func:`fit_linear`; ``kp`` bounds the positives of every task.
+
+    Returns:
+        :class:`jaxrank.solvers.FitResult` with a leading ``[T]`` axis.
+    """
+
+    def one(pos, val, c):
+        return fit_linear(
+            X, pos, val, c, tol, loss=loss, kp=kp, method=method,
+            pos_weight=pos_weight, max_iter=max_iter, fit_intercept=fit_intercept,
+        )
+
+    return jax.vmap(one)(positive, valid, C)
+
+
 # ---------------------------------------------------------------------------
 # Estimators.
 # ---------------------------------------------------------------------------
@@ -195,65 +275,83 @@ class _LinearRanker(ClassifierMixin, BaseEstimator):
         if not np.isfinite(self.tol) or self.tol < 0:
             raise ValueError(f"tol must be a finite number >= 0; got {self.tol!r}.")
 
+    def _fit_batch(self, Xj, positive, opts):
+        """Fit one model per row of ``positive`` ``[T, n]``; returns FitResult [T]."""
+        kp = max(int(positive.sum(axis=1).max()), 1) if self._loss == "ap" else 1
+        common = dict(loss=self._loss, kp=kp, max_iter=int(self.max_iter), **opts)
+        C = jnp.asarray(self.C, jnp.float32)
+        tol = jnp.asarray(self.tol, jnp.float32)
+        if positive.shape[0] == 1:
+            res = fit_linear(
+                Xj, jnp.asarray(positive[0]), jnp.ones(positive.shape[1:], bool), C, tol,
+                verbose=bool(self.verbose), **common,
+            )
+            return jax.tree_util.tree_map(lambda a: a[None], res)
+        T = positive.shape[0]
+        return fit_linear_many(
+            Xj, jnp.asarray(positive), jnp.ones(positive.shape, bool),
+            jnp.full((T,), C), tol, **common,
+        )
+
     def fit(self, X, y):
-        """Fit the model.
+        """Fit the model; with a 2-D ``y``, one ranker per column (one call).
 
         Args:
             X: ``[n_samples, n_features]`` dense array or ``scipy.sparse``
                 matrix (kept sparse; see :func:`as_features`).
-            y: ``[n_samples]`` binary labels, ``{0,1}``, ``{-1,1}`` or bool.
+            y: ``[n_samples]`` binary labels, ``{0,1}``, ``{-1,1}`` or bool; or
+                ``[n_samples, n_tasks]`` with one binary task per column (all
+                columns with the same two label values). The ``T`` fits run
+                vmapped in one jitted call (``kp`` = most positives of a task).
 
         Returns:
             self
 
         Raises:
             ValueError: bad ``C``/``max_iter``/``tol``, NaN/inf or empty ``X``,
-                mismatched lengths, non-binary or single-class ``y``.
+                mismatched lengths, non-binary or single-class ``y`` (or a
+                single-class task column).
             TypeError: non-numeric ``X`` or ``y``.
         """
         self._validate_params()
         Xj = as_features(X)
-        positive, classes = as_labels(y, Xj.shape[0])
-        self.classes_ = classes
-        self.n_features_in_ = Xj.shape[1]
+        positive, classes, multi = as_label_matrix(y, Xj.shape[0])
         opts = self._fit_options()
-        kp = int(positive.sum()) if self._loss == "ap" else 1
         t0 = time.perf_counter()
         if self.verbose:
             print(
                 f"{type(self).__name__}: n={Xj.shape[0]} d={Xj.shape[1]} "
-                f"positives={kp} C={self.C}",
+                f"tasks={positive.shape[0]} positives={positive.sum(axis=1).tolist()} "
+                f"C={self.C}",
                 flush=True,
             )
-        res = fit_linear(
-            Xj,
-            jnp.asarray(positive),
-            jnp.ones(positive.shape, bool),
-            jnp.asarray(self.C, jnp.float32),
-            jnp.asarray(self.tol, jnp.float32),
-            loss=self._loss,
-            kp=kp,
-            max_iter=int(self.max_iter),
-            verbose=bool(self.verbose),
-            **opts,
-        )
-        w = np.asarray(res.w)
-        if opts.get("fit_intercept", False):
-            self.coef_, self.intercept_ = w[None, :-1], np.asarray(w[-1:])
-        else:
-            self.coef_, self.intercept_ = w[None, :], np.zeros(1, np.float32)
-        self.n_iter_ = int(res.num_steps)
-        self.objective_ = float(res.objective)
-        self.dual_objective_ = float(res.dual)
-        self.converged_ = bool(res.converged)
+        res = self._fit_batch(Xj, positive, opts)
+        self._set_fitted(res, classes, multi, Xj.shape[1], opts.get("fit_intercept", False))
         self.fit_time_ = time.perf_counter() - t0
         if self.verbose:
             print(
                 f"{type(self).__name__}: {self.n_iter_} iterations, objective "
-                f"{self.objective_:.6g}, converged={self.converged_}, "
+                f"{self.objective_}, converged={self.converged_}, "
                 f"{self.fit_time_:.2f} s",
                 flush=True,
             )
+        return self
+
+    def _set_fitted(self, res, classes, multi, n_features, fit_intercept):
+        """Set the fitted attributes from a FitResult with a leading [T] axis."""
+        w = np.asarray(res.w)
+        if fit_intercept:
+            self.coef_, self.intercept_ = w[:, :-1], np.asarray(w[:, -1])
+        else:
+            self.coef_, self.intercept_ = w, np.zeros(w.shape[0], w.dtype)
+        self.classes_ = classes
+        self.n_features_in_ = n_features
+        self.multi_output_ = bool(multi)
+        pick = (lambda a: np.asarray(a)) if multi else (lambda a: np.asarray(a)[0])
+        self.n_iter_ = pick(res.num_steps).astype(int) if multi else int(pick(res.num_steps))
+        self.objective_ = pick(res.objective) if multi else float(pick(res.objective))
+        self.dual_objective_ = pick(res.dual) if multi else float(pick(res.dual))
+        self.converged_ = pick(res.converged) if multi else bool(pick(res.converged))
         return self
 
     def _check_fitted(self):
@@ -265,7 +363,11 @@ class _LinearRanker(ClassifierMixin, BaseEstimator):
             )
 
     def decision_function(self, X):
-        """Scores ``X w (+ b)``: ``[n_samples]`` float32; higher ranks first.
+        """Scores ``X w (+ b)``; higher ranks first.
+
+        Returns:
+            ``[n_samples]`` float32, or ``[n_samples, n_tasks]`` for a model
+            fitted on a 2-D ``y``.
 
         Raises:
             NotFittedError: before ``fit``.
@@ -278,19 +380,34 @@ class _LinearRanker(ClassifierMixin, BaseEstimator):
                 f"X has {Xj.shape[1]} features, but {type(self).__name__} was fitted "
                 f"with {self.n_features_in_}."
             )
-        s = Xj @ jnp.asarray(self.coef_[0]) + jnp.asarray(self.intercept_[0])
-        return np.asarray(s)
+        W = jnp.asarray(self.coef_)
+        s = np.asarray(Xj @ W.T + jnp.asarray(self.intercept_)[None, :])
+        if getattr(self, "multi_output_", False):
+            return s
+        return s[:, 0]
 
     def predict(self, X):
         """Class labels by thresholding :meth:`decision_function` at 0."""
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
     def score(self, X, y, sample_weight=None):
-        """Average precision of :meth:`decision_function` on ``(X, y)``."""
+        """Average precision of :meth:`decision_function` on ``(X, y)``.
+
+        For a model fitted on a 2-D ``y``, the mean AP over the task columns.
+        """
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported by the AP score.")
-        positive, _ = as_labels(y, np.shape(X)[0])
-        return float(average_precision(self.decision_function(X), positive))
+        positive, _, multi = as_label_matrix(y, np.shape(X)[0])
+        s = self.decision_function(X)
+        if not multi:
+            return float(average_precision(s, positive[0]))
+        if s.ndim != 2 or s.shape[1] != positive.shape[0]:
+            raise ValueError(
+                f"y has {positive.shape[0]} task columns; the model was fitted with "
+                f"{np.shape(self.coef_)[0]}."
+            )
+        return float(np.mean([average_precision(s[:, t], positive[t])
+                              for t in range(positive.shape[0])]))
 
 
 class APSVM(_LinearRanker):

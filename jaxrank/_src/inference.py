@@ -520,7 +520,10 @@ def _layout(scores, labels, where, name):
         positive = validation.binary_labels(labels)
         valid = validation.check_where(where, np.shape(scores))
         validation.check_both_classes(positive, valid)
-        kp = max(int(np.max(np.sum(positive & valid, axis=-1))), 1)
+        # Static bound on the positives, rounded up to a power of two so that
+        # calls with slightly different numbers of positives share a compile.
+        n_pos = max(int(np.max(np.sum(positive & valid, axis=-1))), 1)
+        kp = min(n, 1 << (n_pos - 1).bit_length())
         positive, valid = jnp.asarray(positive), jnp.asarray(valid)
     else:
         positive = jnp.asarray(labels) > 0

@@ -16,9 +16,10 @@ _SCALARS = ("n_iter_", "objective_", "dual_objective_", "converged_", "n_feature
 
 
 def _registry():
+    from jaxrank._src.appx import APSVMApprox
     from jaxrank._src.estimators import APSVM, BinarySVM
 
-    return {"APSVM": APSVM, "BinarySVM": BinarySVM}
+    return {"APSVM": APSVM, "APSVMApprox": APSVMApprox, "BinarySVM": BinarySVM}
 
 
 def save(model, path, *, overwrite=False):

@@ -66,8 +66,8 @@ def ap_hinge_loss(scores, labels, *, where=None, method="select"):
         >>> import jax, jax.numpy as jnp
         >>> from jaxrank.losses import ap_hinge_loss
         >>> s, y = jnp.array([0.5, 1.0, 0.0]), jnp.array([1, 0, 0])
-        >>> jax.grad(ap_hinge_loss)(s, y)
-        Array([-2.,  1.,  1.], dtype=float32)
+        >>> jax.grad(ap_hinge_loss)(s, y)  # the negative at 0.0 is inactive
+        Array([-1.,  1.,  0.], dtype=float32)
     """
     inference._check_method(method)
     scores, positive, valid, kp = inference._layout(scores, labels, where, "ap_hinge_loss")

@@ -74,3 +74,29 @@ def cv_grid(
 
     over_C = jax.vmap(one, in_axes=(None, 0))
     return jax.vmap(over_C, in_axes=(0, None))(val_masks, Cs)
+
+
+def ap_scorer(estimator, X, y):
+    """Average precision of ``estimator.decision_function(X)`` (a scikit-learn scorer).
+
+    Usable as ``GridSearchCV(APSVM(), {"C": [...]}, scoring=ap_scorer, cv=...)``
+    or ``cross_val_score(..., scoring=ap_scorer)``. Computes the same AP as
+    the validation AP of :func:`jaxrank.sweep` (ties handled as one
+    threshold per block of tied scores, see :func:`jaxrank.metrics.average_precision`).
+
+    Args:
+        estimator: a fitted estimator with ``decision_function``.
+        X: ``[n, d]`` validation features.
+        y: ``[n]`` binary labels (both classes present).
+
+    Returns:
+        float AP in ``[0, 1]``; higher is better.
+
+    Raises:
+        ValueError: single-class or non-binary ``y``.
+    """
+    from jaxrank._src.metrics import average_precision
+    from jaxrank._src.validation import binary_labels
+
+    scores = np.asarray(estimator.decision_function(X), np.float32)
+    return float(average_precision(scores, binary_labels(np.asarray(y), "y")))

@@ -1,0 +1,374 @@
+r"""AP-SVM-APPX: the two-stage approximation of AP-SVM (§3.3, problem (10)).
+
+Mohapatra, Jawahar, Kumar, "Efficient optimization for average precision
+SVM", NIPS 2014, §3.3:
+
+1. A binary SVM ``w0`` (0-1 loss surrogate, fast inference) is trained on all
+   training samples. A sample is *easy* if ``y_i w0^T x_i >= 1`` and
+   *difficult* otherwise.
+2. Only the top ``k`` fraction of the easy set is kept as easy, per class:
+   the ``ceil(k |E+|)`` easy positives with the highest ``w0`` scores and the
+   ``ceil(k |E-|)`` easy negatives with the lowest; the rest of the easy set
+   is pushed into the difficult set ``D``.
+3. Problem (10)::
+
+       min_w 1/2 ||w||^2 + C xi_AP(w; D)   s.t.  y_i w^T x_i >= 1  (i in E_kept)
+
+   where ``xi_AP(w; D) = max_R Delta(R*_D, R) - w^T (Psi(X_D, R*_D) - Psi(X_D, R))``
+   is the 1-slack AP loss of eq. (3) restricted to the difficult samples.
+
+**Constraints by an exact penalty.** The hard constraints are moved into the
+slack (``l1`` exact penalty)::
+
+    xi_total(w) = xi_AP(w; D) + mu * sum_{i in E_kept} max(0, 1 - y_i w^T x_i)
+
+which is again a 1-slack structural loss: its loss-augmented inference
+(:func:`appx_oracle`) returns the AP most-violated ranking of ``D`` plus the
+set of violated easy constraints (``loss = Delta_AP + mu * #violated``,
+``coef = g_AP + mu * y`` on the violated easy samples), so
+:func:`jaxrank.solvers.fit_ssvm` solves it unchanged.
+
+**Choice of mu.** The penalised problem has the same minimiser as (10) when
+``C mu`` exceeds the largest Lagrange multiplier ``lambda_i`` of the
+constraints (exact-penalty theorem, e.g. Nocedal & Wright, Thm 17.3). The
+binary SVM gives a Slater point: ``w_bar = 2 w0`` satisfies every kept
+constraint with slack ``y_i w_bar^T x_i - 1 >= 1``, so (weak duality, and
+``F* >= 0``) ``sum_i lambda_i <= F(w_bar) = 2 ||w0||^2 + C xi_AP(2 w0; D)``.
+We set::
+
+    mu = 1 + 2 F(2 w0) / C     (i.e. C mu = C + 2 F(2 w0) > 2 sum_i lambda_i)
+
+computed inside the jitted fit from one extra oracle call. Because ``C mu / 2``
+is still an exact penalty, the returned iterate satisfies the certified bound
+(``gap = objective - dual``)::
+
+    sum_{i in E_kept} max(0, 1 - y_i w^T x_i) <= 2 gap / (C mu)
+
+so every kept easy sample has ``y_i w^T x_i >= 1 - 2 gap / (C mu)``; with the
+stopping rule ``gap <= tol * objective`` and ``objective <= F(2 w0) < C mu / 2``
+this is ``>= 1 - tol`` (plus float32 rounding of the scores).
+
+**No intercept.** AP-SVM has no intercept (it cancels in ``Psi``), so the
+constraints ``y_i w^T x_i >= 1`` of (10) are intercept free too; for the
+easy/difficult split to mean the same thing in both stages, ``w0`` is an
+intercept-free binary SVM as well (``fit_intercept=False``). Append a constant
+feature to ``X`` to get an (equally regularised) offset in both stages.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrank._src import inference
+from jaxrank._src.estimators import _LinearRanker, check_C, fit_linear
+from jaxrank._src.inference import MostViolated
+from jaxrank._src.solvers import FitResult, fit_ssvm
+
+
+class AppxResult(NamedTuple):
+    """Result of :func:`fit_appx` (arrays; batched under ``vmap``).
+
+    Attributes:
+        fit: :class:`jaxrank.solvers.FitResult` of the second stage (problem
+            (10) with the exact penalty); ``fit.w`` is ``[d]``.
+        w0: ``[d]`` the first-stage binary SVM (no intercept).
+        binary_fit_steps: ``[]`` int32 iterations of the first stage.
+        easy: ``[n]`` bool, the kept easy samples ``E_kept`` (constraints).
+        difficult: ``[n]`` bool, the samples of the AP term ``D``.
+        mu: ``[]`` exact-penalty weight (see the module docstring).
+        violation: ``[]`` ``sum_{E_kept} max(0, 1 - y w^T x)`` at ``fit.w``.
+    """
+
+    fit: FitResult
+    w0: jax.Array
+    binary_fit_steps: jax.Array
+    easy: jax.Array
+    difficult: jax.Array
+    mu: jax.Array
+    violation: jax.Array
+
+
+def check_k(k):
+    """Raise unless ``k`` is a number in ``(0, 1]``."""
+    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)):
+        raise TypeError(f"k must be a number in (0, 1]; got {type(k).__name__}.")
+    if not (np.isfinite(k) and 0 < k <= 1):
+        raise ValueError(f"k must be in (0, 1] (fraction of the easy set kept); got {k!r}.")
+
+
+def appx_split(scores0, positive, valid, k):
+    """Easy/difficult split of §3.3 from the binary-SVM scores.
+
+    Args:
+        scores0: ``[n]`` float scores ``w0^T x`` of the binary SVM.
+        positive: ``[n]`` bool labels.
+        valid: ``[n]`` bool, the training samples (others are in neither set).
+        k: ``[]`` float in ``(0, 1]`` (may be traced): fraction of the easy set
+            kept, per class; ``ceil(k |E+|)`` positives with the highest
+            scores and ``ceil(k |E-|)`` negatives with the lowest (ties broken
+            by index).
+
+    Returns:
+        ``(easy [n] bool, difficult [n] bool)``: disjoint, union = ``valid``.
+    """
+    dtype = scores0.dtype
+    y = jnp.where(positive, 1, -1).astype(dtype)
+    margin = y * scores0
+    easy_all = valid & (margin >= 1)
+    kept = jnp.zeros_like(valid)
+    for cls in (positive, ~positive):
+        e = easy_all & cls
+        m = jnp.ceil(jnp.asarray(k, dtype) * jnp.sum(e).astype(dtype) - 1e-6).astype(jnp.int32)
+        key = jnp.where(e, margin, -jnp.inf)
+        order = jnp.argsort(-key, stable=True)
+        rank = jnp.zeros(key.shape, jnp.int32).at[order].set(jnp.arange(key.shape[0]))
+        kept = kept | (e & (rank < m))
+    return kept, valid & ~kept
+
+
+def appx_oracle(positive, easy, difficult, mu, *, kp, method="select"):
+    """Loss-augmented inference of the penalised problem (10): ``scores -> MostViolated``.
+
+    The most violated output is the AP most-violated ranking of the difficult
+    samples together with the set of violated easy constraints::
+
+        loss = Delta_AP(D) + mu * #{i in E : y_i s_i < 1}
+        coef = g_AP(D) + mu * y_i on those i
+        hinge = xi_AP(D) + mu * sum_{i in E} max(0, 1 - y_i s_i)
+
+    Args:
+        positive: ``[n]`` bool labels.
+        easy: ``[n]`` bool constrained samples.
+        difficult: ``[n]`` bool samples of the AP term (disjoint from ``easy``).
+        mu: ``[]`` penalty weight ``> 0``.
+        kp: static bound on the positives of ``difficult``.
+        method: static AP inference method.
+
+    Returns:
+        A function ``scores [n] -> MostViolated`` (``interleaving_rank`` of the
+        AP part).
+    """
+
+    def oracle(s):
+        ap = inference.ap_most_violated_masked(
+            s, positive & difficult, ~positive & difficult, kp=kp, method=method
+        )
+        dtype = s.dtype
+        y = jnp.where(positive, 1, -1).astype(dtype)
+        viol = easy & (y * s < 1)
+        mu_ = jnp.asarray(mu, dtype)
+        loss = ap.loss + mu_ * jnp.sum(viol).astype(dtype)
+        coef = ap.coef + jnp.where(viol, mu_ * y, 0)
+        hinge = ap.hinge + mu_ * jnp.sum(jnp.where(viol, 1 - y * s, 0))
+        return MostViolated(loss, coef, hinge, ap.interleaving_rank)
+
+    return oracle
+
+
+@functools.partial(
+    jax.jit, static_argnames=("kp", "method", "max_iter", "binary_max_iter")
+)
+def fit_appx(
+    X,
+    positive,
+    valid,
+    C,
+    C_binary,
+    k,
+    tol,
+    *,
+    kp,
+    method="select",
+    max_iter=1000,
+    binary_max_iter=2000,
+):
+    """One jitted AP-SVM-APPX fit (both stages); ``vmap``-able over every array.
+
+    Args:
+        X: ``[n, d]`` float array or BCOO matrix.
+        positive: ``[n]`` bool labels.
+        valid: ``[n]`` bool training samples (e.g. a CV training fold).
+        C: ``[]`` float ``> 0``, trade-off of problem (10).
+        C_binary: ``[]`` float, trade-off of the first-stage binary SVM
+            (``1/2||w0||^2 + C_binary sum_i hinge_i``); ``NaN`` means
+            ``C / n_valid`` (the hinge averaged over samples, the scale of the
+            AP loss in ``[0, 1]``).
+        k: ``[]`` float in ``(0, 1]``, fraction of the easy set kept.
+        tol: ``[]`` relative duality gap for both stages.
+        kp: static bound on the number of valid positives.
+        method: static AP inference method.
+        max_iter: static bound on the iterations of the second stage.
+        binary_max_iter: static bound on the iterations of the first stage.
+
+    Returns:
+        :class:`AppxResult`.
+    """
+    dtype = X.dtype
+    C = jnp.asarray(C, dtype)
+    n_valid = jnp.maximum(jnp.sum(valid), 1).astype(dtype)
+    C_binary = jnp.asarray(C_binary, dtype)
+    Cb = jnp.where(jnp.isnan(C_binary), C / n_valid, C_binary)
+    res0 = fit_linear(
+        X, positive, valid, Cb, tol, loss="zero_one", kp=1, max_iter=binary_max_iter,
+        fit_intercept=False,
+    )
+    w0 = res0.w
+    s0 = X @ w0
+    easy, difficult = appx_split(s0, positive, valid, k)
+    # Slater point 2 w0: F(2 w0) bounds the sum of the Lagrange multipliers.
+    ap2 = inference.ap_most_violated_masked(
+        2 * s0, positive & difficult, ~positive & difficult, kp=kp, method=method
+    )
+    f_bar = 2 * jnp.dot(w0, w0) + C * jnp.maximum(ap2.hinge, 0)
+    mu = 1 + 2 * f_bar / C
+    oracle = appx_oracle(positive, easy, difficult, mu, kp=kp, method=method)
+    res = fit_ssvm(oracle, X, C=C, tol=tol, max_iter=max_iter, fit_intercept=False)
+    y = jnp.where(positive, 1, -1).astype(dtype)
+    s = X @ res.w
+    violation = jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * s), 0))
+    return AppxResult(res, w0, res0.num_steps, easy, difficult, mu, violation)
+
+
+@functools.partial(
+    jax.jit, static_argnames=("kp", "method", "max_iter", "binary_max_iter")
+)
+def fit_appx_many(
+    X, positive, valid, C, C_binary, k, tol, *, kp, method="select", max_iter=1000,
+    binary_max_iter=2000,
+):
+    """:func:`fit_appx` vmapped over tasks (rows of ``positive``/``valid``, ``C``)."""
+
+    def one(pos, val, c):
+        return fit_appx(
+            X, pos, val, c, C_binary, k, tol, kp=kp, method=method, max_iter=max_iter,
+            binary_max_iter=binary_max_iter,
+        )
+
+    return jax.vmap(one)(positive, valid, C)
+
+
+class APSVMApprox(_LinearRanker):
+    r"""AP-SVM-APPX: AP loss on difficult samples, easy samples constrained (§3.3).
+
+    Two stages, both by the solver of :class:`APSVM` inside one jitted call
+    (:func:`fit_appx`): an intercept-free binary SVM ``w0`` splits the training
+    set into easy (``y w0^T x >= 1``) and difficult samples; the top ``k``
+    fraction of the easy samples of each class (positives with the highest
+    ``w0`` scores, negatives with the lowest) stay easy, the others become
+    difficult; then problem (10) is solved::
+
+        min_w 1/2 ||w||^2 + C xi_AP(w; difficult)  s.t.  y_i w^T x_i >= 1 (kept easy)
+
+    with the constraints as an exact ``l1`` penalty of weight ``mu = 1 + 2
+    F(2 w0) / C`` (module :mod:`jaxrank._src.appx` docstring: why this ``mu``
+    makes the penalty exact). At the solution every kept easy sample satisfies
+    ``y w^T x >= 1 - 2 gap / (C mu)`` (``>= 1 - tol`` when ``converged_``).
+    ``k = 1`` keeps the whole easy set (the paper's (10) without the top-k
+    rule); smaller ``k`` moves more samples into the AP term (closer to
+    AP-SVM, slower).
+
+    No intercept in either stage (AP is translation invariant, and the
+    constraints of (10) are written without one); add a constant feature to
+    ``X`` for an offset.
+
+    Args:
+        C: trade-off ``> 0`` of problem (10) (same scale as :class:`APSVM`).
+        k: fraction of the easy set kept as constraints, in ``(0, 1]``
+            (the paper's k = 25 %, 50 %, 75 % are ``0.25, 0.5, 0.75``).
+        C_binary: trade-off ``> 0`` of the first-stage binary SVM
+            (``1/2||w0||^2 + C_binary sum_i hinge_i``, the ``LinearSVC`` scale);
+            ``None`` (default) uses ``C / n_samples``.
+        inference: AP inference method (``"select"``, ``"search"``,
+            ``"greedy"``).
+        max_iter: maximum iterations of the second stage.
+        binary_max_iter: maximum iterations of the first stage.
+        tol: relative duality gap at which both stages stop.
+        verbose: print a summary.
+
+    Attributes:
+        coef_: ``[1, n_features]`` (``[T, n_features]`` for a 2-D ``y``).
+        intercept_: zeros.
+        w0_: the first-stage weights, same shape as ``coef_``.
+        n_easy_: number of kept easy samples (constraints) per task.
+        mu_: exact-penalty weight per task.
+        constraint_violation_: ``sum max(0, 1 - y w^T x)`` over the kept easy
+            samples at ``coef_``.
+        classes_, n_iter_, objective_, dual_objective_, converged_: as
+            :class:`APSVM` (objective of problem (10), penalised).
+
+    Raises:
+        ValueError: in ``fit``, for ``C <= 0``, ``C_binary <= 0``, ``k``
+            outside ``(0, 1]``, an unknown ``inference``, and the bad inputs
+            of :meth:`APSVM.fit`.
+
+    References:
+        Mohapatra, Jawahar, Kumar, NIPS 2014, §3.3, problem (10), Table 1.
+    """
+
+    _loss = "ap"
+
+    def __init__(
+        self,
+        C=1.0,
+        *,
+        k=0.5,
+        C_binary=None,
+        inference="select",
+        max_iter=1000,
+        binary_max_iter=2000,
+        tol=1e-4,
+        verbose=False,
+    ):
+        self.C = C
+        self.k = k
+        self.C_binary = C_binary
+        self.inference = inference
+        self.max_iter = max_iter
+        self.binary_max_iter = binary_max_iter
+        self.tol = tol
+        self.verbose = verbose
+
+    def _validate_params(self):
+        super()._validate_params()
+        check_k(self.k)
+        if self.C_binary is not None:
+            check_C(self.C_binary, "C_binary")
+        if not isinstance(self.binary_max_iter, (int, np.integer)) or self.binary_max_iter < 1:
+            raise ValueError(
+                f"binary_max_iter must be an int >= 1; got {self.binary_max_iter!r}."
+            )
+
+    def _fit_options(self):
+        if self.inference not in inference.METHODS:
+            raise ValueError(
+                f"inference must be one of {inference.METHODS}; got {self.inference!r}."
+            )
+        return {"method": self.inference, "fit_intercept": False}
+
+    def _fit_batch(self, Xj, positive, opts):
+        kp = max(int(positive.sum(axis=1).max()), 1)
+        T = positive.shape[0]
+        cb = np.nan if self.C_binary is None else float(self.C_binary)
+        r = fit_appx_many(
+            Xj, jnp.asarray(positive), jnp.ones(positive.shape, bool),
+            jnp.full((T,), float(self.C), jnp.float32), jnp.float32(cb),
+            jnp.float32(self.k), jnp.float32(self.tol), kp=kp, method=opts["method"],
+            max_iter=int(self.max_iter), binary_max_iter=int(self.binary_max_iter),
+        )
+        self._appx = r
+        return r.fit
+
+    def _set_fitted(self, res, classes, multi, n_features, fit_intercept):
+        super()._set_fitted(res, classes, multi, n_features, fit_intercept)
+        r = self.__dict__.pop("_appx")
+        pick = (lambda a: np.asarray(a)) if multi else (lambda a: np.asarray(a)[0].item())
+        self.w0_ = np.asarray(r.w0)
+        self.n_easy_ = pick(np.asarray(r.easy).sum(axis=1))
+        self.mu_ = pick(r.mu)
+        self.constraint_violation_ = pick(r.violation)
+        return self

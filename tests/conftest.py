@@ -1,0 +1,36 @@
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # for `import reference`
+
+SHARED_DATA = HERE.parents[1] / "shared" / "data"
+
+
+@pytest.fixture
+def x64():
+    """Run a test in float64 (reference comparisons)."""
+    with jax.enable_x64(True):
+        yield
+
+
+@pytest.fixture(scope="session")
+def page_blocks():
+    """The bundled real dataset, standardised."""
+    from sklearn.preprocessing import StandardScaler
+
+    import jaxrank
+
+    X, y = jaxrank.datasets.load_page_blocks(return_X_y=True)
+    return StandardScaler().fit_transform(X).astype(np.float32), y
+
+
+def shared_data(*parts):
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared dataset {path} not available")
+    return path

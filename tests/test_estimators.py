@@ -1,0 +1,136 @@
+"""Estimators: scikit-learn conventions, sparse input, persistence, errors."""
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.datasets import load_svmlight_file
+from sklearn.metrics import average_precision_score
+
+import jaxrank
+from jaxrank._src.estimators import as_features
+
+from conftest import shared_data
+
+
+@pytest.mark.parametrize("cls", [jaxrank.APSVM, jaxrank.BinarySVM])
+def test_sklearn_conventions(cls, page_blocks):
+    X, y = page_blocks[0][:600], page_blocks[1][:600]
+    est = cls(C=0.5)
+    assert est.get_params()["C"] == 0.5
+    est.set_params(C=2.0)
+    assert clone(est).get_params() == est.get_params()
+    est.fit(X, y)
+    s = est.decision_function(X)
+    assert s.shape == (600,)
+    np.testing.assert_allclose(est.score(X, y), average_precision_score(y, s), rtol=1e-5)
+    assert set(np.unique(est.predict(X))) <= set(np.unique(y))
+    assert est.coef_.shape == (1, X.shape[1]) and est.n_iter_ >= 1
+    assert est.objective_ >= est.dual_objective_ - 1e-6
+
+
+def test_apsvm_beats_chance_and_inference_methods_agree(page_blocks):
+    X, y = page_blocks
+    m = {k: jaxrank.APSVM(C=1.0, inference=k).fit(X[:800], y[:800]) for k in ("select", "search")}
+    np.testing.assert_allclose(m["select"].objective_, m["search"].objective_, rtol=1e-3)
+    assert m["select"].score(X[800:], y[800:]) > 2 * np.mean(y[800:] > 0)
+
+
+def test_sparse_input_stays_sparse_and_matches_dense():
+    path = shared_data("reuters_moneyfx", "reuters.tst.bz2")
+    X, y = load_svmlight_file(str(path))
+    X, y = X[:600].tocsr(), y[:600]
+    Xb = as_features(X)
+    assert type(Xb).__name__ == "BCOO" and Xb.nse == X.nnz
+    sparse = jaxrank.APSVM(C=10.0).fit(X, y)
+    dense = jaxrank.APSVM(C=10.0).fit(X.toarray(), y)
+    np.testing.assert_allclose(sparse.objective_, dense.objective_, rtol=1e-3)
+    np.testing.assert_allclose(sparse.decision_function(X), dense.decision_function(X), atol=1e-3)
+
+
+def test_high_dimensional_sparse_fit():
+    rng = np.random.default_rng(0)
+    X = sp.random(1000, 100_000, density=2e-4, format="csr", random_state=0, dtype=np.float32)
+    y = rng.random(1000) < 0.1
+    X = X + sp.csr_matrix((y * 1.0)[:, None] * np.eye(1, 100_000, 7))  # a signal feature
+    m = jaxrank.BinarySVM(C=1.0, max_iter=300).fit(X, y)
+    assert m.coef_.shape == (1, 100_000) and m.coef_[0, 7] > 0
+
+
+def test_save_load_round_trip(tmp_path, page_blocks):
+    X, y = page_blocks[0][:500], page_blocks[1][:500]
+    for cls in (jaxrank.APSVM, jaxrank.BinarySVM):
+        m = cls(C=0.7).fit(X, y)
+        path = tmp_path / f"{cls.__name__}.npz"
+        jaxrank.save(m, path)
+        m2 = jaxrank.load(path)
+        assert type(m2) is cls and m2.get_params() == m.get_params()
+        np.testing.assert_array_equal(m2.decision_function(X), m.decision_function(X))
+        with pytest.raises(FileExistsError):
+            jaxrank.save(m, path)
+        jaxrank.save(m, path, overwrite=True)
+
+
+def test_load_rejects_corrupt_and_foreign_files(tmp_path, page_blocks):
+    X, y = page_blocks[0][:300], page_blocks[1][:300]
+    m = jaxrank.APSVM().fit(X, y)
+    good = tmp_path / "m.npz"
+    jaxrank.save(m, good)
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"not a zip file at all")
+    with pytest.raises(ValueError, match="not a readable"):
+        jaxrank.load(garbage)
+    truncated = tmp_path / "trunc.npz"
+    truncated.write_bytes(good.read_bytes()[:200])
+    with pytest.raises(ValueError):
+        jaxrank.load(truncated)
+    other = tmp_path / "other.npz"
+    np.savez(other, a=np.arange(3))
+    with pytest.raises(ValueError, match="missing"):
+        jaxrank.load(other)
+    # Wrong format version.
+    bad = tmp_path / "v99.npz"
+    with zipfile.ZipFile(good) as z:
+        meta = json.loads(str(np.load(good)["metadata"]))
+    meta["format_version"] = 99
+    np.savez(bad, metadata=np.array(json.dumps(meta)), coef_=m.coef_, intercept_=m.intercept_,
+             classes_=m.classes_)
+    with pytest.raises(ValueError, match="version"):
+        jaxrank.load(bad)
+    with pytest.raises(FileNotFoundError):
+        jaxrank.load(tmp_path / "missing.npz")
+
+
+@pytest.mark.parametrize(
+    "X,y,params,exc,match",
+    [
+        (np.full((4, 2), np.nan), [0, 1, 0, 1], {}, ValueError, "NaN"),
+        (np.ones((4, 2)), [1, 1, 1, 1], {}, ValueError, "two classes"),
+        (np.ones((4, 2)), [0, 1, 0], {}, ValueError, "mismatched"),
+        (np.ones((4, 2)), [0, 1, 2, 1], {}, ValueError, "binary"),
+        (np.ones((0, 2)), [], {}, ValueError, "empty"),
+        (np.ones((4, 2)), [0, 1, 0, 1], {"C": 0.0}, ValueError, "C must"),
+        (np.ones((4, 2)), [0, 1, 0, 1], {"C": -1.0}, ValueError, "C must"),
+        (np.array([["a", "b"]] * 4), [0, 1, 0, 1], {}, TypeError, "numeric"),
+    ],
+)
+def test_bad_input_raises(X, y, params, exc, match):
+    with pytest.raises(exc, match=match):
+        jaxrank.APSVM(**params).fit(X, np.asarray(y))
+
+
+def test_unknown_inference_and_unfitted():
+    with pytest.raises(ValueError, match="inference"):
+        jaxrank.APSVM(inference="fast").fit(np.eye(4), np.array([0, 1, 0, 1]))
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        jaxrank.APSVM().decision_function(np.eye(2))
+
+
+def test_bundled_dataset_is_read_from_the_package():
+    data = jaxrank.datasets.load_page_blocks()
+    assert data.data.shape == (5472, 10) and int((data.target > 0).sum()) == 559
