@@ -136,7 +136,7 @@ def cmd_demo(args):
         f"positives), test {len(yte)} ({int((yte > 0).sum())} positives), "
         f"{X.shape[1]} features, standardised"
     )
-    print(f"choosing C from {[float(f"{c:g}") for c in args.Cs]} by {args.cv}-fold CV (validation AP) ...")
+    print(f"choosing C from {[float(f'{c:g}') for c in args.Cs]} by {args.cv}-fold CV (validation AP) ...")
     positive = ytr > 0
     masks = stratified_fold_masks(positive, args.cv, random_state=args.seed)
     Xj = jnp.asarray(Xtr, jnp.float32)

@@ -12,8 +12,8 @@ from jaxrank.cli import main
 def svmlight_files(tmp_path, page_blocks):
     X, y = page_blocks
     train, test = tmp_path / "train.svm", tmp_path / "test.svm"
-    dump_svmlight_file(X[:800], y[:800], train)
-    dump_svmlight_file(X[800:1300], np.where(y[800:1300] > 0, 1, 0), test)
+    dump_svmlight_file(X[:800], y[:800], str(train))
+    dump_svmlight_file(X[800:1300], np.where(y[800:1300] > 0, 1, 0), str(test))
     return train, test, X[800:1300], y[800:1300]
 
 

@@ -53,10 +53,10 @@ def test_sparse_input_stays_sparse_and_matches_dense():
 
 def test_high_dimensional_sparse_fit():
     rng = np.random.default_rng(0)
-    X = sp.random(1000, 100_000, density=2e-4, format="csr", random_state=0, dtype=np.float32)
+    X = sp.random(1000, 100_000, density=1e-4, format="csr", random_state=0, dtype=np.float32)
     y = rng.random(1000) < 0.1
     X = X + sp.csr_matrix((y * 1.0)[:, None] * np.eye(1, 100_000, 7))  # a signal feature
-    m = jaxrank.BinarySVM(C=1.0, max_iter=300).fit(X, y)
+    m = jaxrank.BinarySVM(C=1.0, max_iter=100).fit(X, y)
     assert m.coef_.shape == (1, 100_000) and m.coef_[0, 7] > 0
 
 
@@ -134,3 +134,25 @@ def test_unknown_inference_and_unfitted():
 def test_bundled_dataset_is_read_from_the_package():
     data = jaxrank.datasets.load_page_blocks()
     assert data.data.shape == (5472, 10) and int((data.target > 0).sum()) == 559
+
+
+def test_load_data_formats(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3))
+    y = np.where(rng.random(20) < 0.5, 1, -1)
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    np.save(tmp_path / "d.npy", np.c_[X, y])
+    np.savetxt(tmp_path / "d.csv", np.c_[X, y], delimiter=",")
+    from sklearn.datasets import dump_svmlight_file
+
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
+    for name in ("d.npz", "d.npy", "d.csv", "d.svm"):
+        Xr, yr = jaxrank.load_data(tmp_path / name)
+        Xr = Xr.toarray() if sp.issparse(Xr) else Xr
+        np.testing.assert_allclose(Xr, X, rtol=1e-6)
+        np.testing.assert_array_equal(yr, y)
+    (tmp_path / "bad.npz").write_bytes(b"xx")
+    with pytest.raises(ValueError, match="cannot read"):
+        jaxrank.load_data(tmp_path / "bad.npz")
+    with pytest.raises(FileNotFoundError):
+        jaxrank.load_data(tmp_path / "none.svm")

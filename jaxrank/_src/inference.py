@@ -33,7 +33,7 @@ METHODS = ("greedy", "search", "select")
 # Capacities (fractions of the number of negatives) of the static buckets used
 # by the selective ranking of Algorithm 3; the last bucket is the exact
 # fallback that sorts every negative.
-_SELECT_FRACTIONS = (1 / 64, 1 / 16, 1 / 4)
+_SELECT_FRACTIONS = (1 / 32, 1 / 4)
 # Entries of the delta table evaluated at once by the dense kernels.
 _BLOCK_ENTRIES = 2**18
 # Up to this many positives, selective ranking scans the first rows densely

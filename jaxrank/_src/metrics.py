@@ -29,6 +29,7 @@ def _prepare(scores, labels, where, name):
     return scores, positive, valid
 
 
+@jax.jit
 @functools.partial(jnp.vectorize, signature="(n),(n),(n)->()")
 def _ap_kernel(scores, positive, valid):
     pos = positive & valid
@@ -47,6 +48,7 @@ def _ap_kernel(scores, positive, valid):
     return jnp.where(n_pos > 0, total / jnp.maximum(n_pos, 1), jnp.nan)
 
 
+@jax.jit
 @functools.partial(jnp.vectorize, signature="(n),(n),(n)->()")
 def _auc_kernel(scores, positive, valid):
     pos = positive & valid
