@@ -5,7 +5,8 @@
   ``zero_one_most_violated``).
 * :mod:`jaxrank.losses` — ``ap_hinge_loss``, ``hinge_loss`` (``jax.grad``-able).
 * :mod:`jaxrank.solvers` — the Pegasos-style solver ``fit_ssvm``.
-* Estimators: :class:`APSVM`, :class:`BinarySVM`; persistence :func:`save`,
+* Estimators: :class:`APSVM`, :class:`BinarySVM`, :class:`KernelRank`,
+  :class:`AUCSVM`; persistence :func:`save`,
   :func:`load`; data :mod:`jaxrank.datasets`, :func:`load_data`.
 
 All kernels are pure and compose with ``jit``/``vmap``/``grad``.
@@ -13,13 +14,16 @@ All kernels are pure and compose with ``jit``/``vmap``/``grad``.
 
 from jaxrank import datasets, inference, losses, metrics, solvers
 from jaxrank._src.estimators import APSVM, BinarySVM
+from jaxrank._src.kernelrank import AUCSVM, KernelRank
 from jaxrank._src.io import load, load_data, save
 
 __version__ = "0.1.0"
 
 __all__ = [
     "APSVM",
+    "AUCSVM",
     "BinarySVM",
+    "KernelRank",
     "datasets",
     "inference",
     "load",

@@ -2,6 +2,7 @@
 
 * :func:`ap_most_violated` — AP-SVM, Algorithms 1-3 of Mohapatra et al. 2014.
 * :func:`zero_one_most_violated` — binary SVM (hinge / 0-1 loss).
+* :func:`auc_most_violated` — ROC-area loss (Joachims 2005, SVM-perf ``-l 10``).
 * :class:`MostViolated` — the result: ``loss``, ``coef``, ``hinge``,
   ``interleaving_rank``.
 
@@ -16,6 +17,7 @@ The subgradient of the structured hinge in a linear model ``s = X w`` is
     (0.6666666..., 0.6666666...)
 """
 
+from jaxrank._src.kernelrank import auc_most_violated
 from jaxrank._src.inference import (
     METHODS,
     MostViolated,
@@ -23,4 +25,10 @@ from jaxrank._src.inference import (
     zero_one_most_violated,
 )
 
-__all__ = ["METHODS", "MostViolated", "ap_most_violated", "zero_one_most_violated"]
+__all__ = [
+    "METHODS",
+    "MostViolated",
+    "ap_most_violated",
+    "auc_most_violated",
+    "zero_one_most_violated",
+]

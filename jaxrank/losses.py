@@ -2,8 +2,11 @@
 
 * :func:`ap_hinge_loss` — the AP-SVM structured hinge (exact inference inside).
 * :func:`hinge_loss` — the binary SVM hinge (``LinearSVC(loss="hinge")``).
+* :func:`kernel_auc`, :func:`kernel_auc_loss` — KernelRank's smoothed AUC
+  (Gao & Sun, eq. (11)), with :func:`smoothed_step` the smoothing function.
 """
 
+from jaxrank._src.kernelrank import kernel_auc, kernel_auc_loss, smoothed_step
 from jaxrank._src.losses import ap_hinge_loss, hinge_loss
 
-__all__ = ["ap_hinge_loss", "hinge_loss"]
+__all__ = ["ap_hinge_loss", "hinge_loss", "kernel_auc", "kernel_auc_loss", "smoothed_step"]

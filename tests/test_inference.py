@@ -83,13 +83,18 @@ def test_greedy_equals_literal_algorithm1(x64):
             np.testing.assert_allclose(np.asarray(r.coef), coef, atol=1e-10)
 
 
-CASES = [(20000, 1), (20000, 19999), (20000, 300), (20000, 7000), (3000, 2999)]
+CASES = [(20000, 1, 0), (20000, 19999, 0), (20000, 300, 0), (20000, 7000, 0),
+         (3000, 2999, 0), (20000, 300, 1), (20000, 3000, 1), (8000, 5000, 1)]
 
 
-@pytest.mark.parametrize("n,n_pos", CASES)
-def test_three_methods_identical_in_float64(n, n_pos, x64):
+@pytest.mark.parametrize("n,n_pos,trained", CASES)
+def test_three_methods_identical_in_float64(n, n_pos, trained, x64):
+    # "trained": positives shifted by about N / (2P) so that few negatives are
+    # active (the regime where selective ranking skips most of them).
     rng = np.random.default_rng(n + n_pos)
     scores, labels = _random_case(rng, n, n_pos)
+    if trained:
+        scores = scores + (2 + (n - n_pos) / (4 * n_pos)) * labels
     out = {m: ap_most_violated(jnp.asarray(scores), labels, method=m) for m in METHODS}
     for m in ("greedy", "search"):
         np.testing.assert_array_equal(out[m].interleaving_rank, out["select"].interleaving_rank)
@@ -113,6 +118,15 @@ def test_three_methods_agree_in_float32(n, n_pos, shift):
         np.testing.assert_allclose(float(out[m].loss), float(exact.loss), atol=2e-3)
         mismatch = np.mean(np.asarray(out[m].interleaving_rank) != np.asarray(exact.interleaving_rank))
         assert mismatch < 0.2
+
+
+def test_negatives_ranked_before_the_last_positive_can_be_active(x64):
+    # opt_j <= P can hold for j < P although t_P(j) < 0 (delta_j is not
+    # unimodal there): selective ranking must still rank them.
+    s, y = jnp.array([1.6, 1.5, 1.5, 0.3, 1.2]), np.array([1, 1, 1, 0, 0])
+    best = reference.brute_force_ap_violation(np.asarray(s), y > 0)
+    for m in METHODS:
+        np.testing.assert_allclose(float(ap_most_violated(s, y, method=m).hinge), best, atol=1e-12)
 
 
 def test_structure_stated_in_math_notes(x64):

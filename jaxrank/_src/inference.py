@@ -388,17 +388,20 @@ def _select_capacities(n):
 def _select_opt(sp, P, N, scores, neg_valid):
     """Interleaving ranks of all negatives (input order) by selective ranking.
 
-    Algorithm 3. A negative of rank ``j`` is active (``opt_j <= P``) iff
-    ``t_P(j) >= 0``, i.e. ``s-_j >= tau_j := s+_P - P N / (2 (j+P)(j+P-1))``.
-    Active negatives form a prefix ``j <= J`` of the sorted order
-    (monotonicity of ``opt_j``), and since ``s-_j >= tau_j`` iff
-    ``#{s- >= tau_j} >= j``, ``J`` is found by a binary search over ranks
-    whose steps are O(n) counts: no sort (step 2). The candidates
-    ``S = {s- >= tau_J}`` (the top ``|S| >= J`` negatives) are compacted into
-    the smallest static bucket that holds them, sorted (O(|S| log |S|)) and
-    ranked by Algorithm 2; every other negative gets ``P + 1``. The largest
-    bucket holds all negatives (the exact fallback). ``tau`` is lowered by a
-    small relative margin so that rounding can only enlarge ``S``.
+    Algorithm 3. Active negatives (``opt_j <= P``) form a prefix of the sorted
+    order (``opt_j`` is non-decreasing in ``j``). For ``j >= P`` (where
+    ``delta_j`` is unimodal) negative ``j`` is active iff ``t_P(j) >= 0``, i.e.
+    ``s-_j >= tau_j := s+_P - P N / (2 (j+P)(j+P-1))``, and since
+    ``s-_j >= tau_j`` iff ``#{s- >= tau_j} >= j``, the last active rank
+    ``J >= P`` is found by a binary search over ranks whose steps are O(n)
+    counts: no sort (step 2). Ranks ``j < P`` are not covered by that test,
+    so the top ``P - 1`` negatives (``lax.top_k``) are always candidates. The
+    candidates (a top set of the negatives) are compacted into the smallest
+    static bucket that holds them, sorted (O(|S| log |S|)) and ranked by
+    Algorithm 2; every other negative gets ``P + 1``. The largest bucket holds
+    all negatives (the exact fallback); inputs too small for a second bucket
+    go straight to it. ``tau`` is lowered by a small relative margin so that
+    rounding can only enlarge the candidate set.
     """
     n = scores.shape[0]
     dtype = scores.dtype
@@ -414,20 +417,33 @@ def _select_opt(sp, P, N, scores, neg_valid):
         t = s_last - f * (N_ / 2)
         return t - eps * (jnp.abs(s_last) + jnp.abs(t) + 1)
 
-    def active(j):  # j >= 1: is the negative of rank j (possibly) active?
+    def active(j):  # j >= P: is the negative of rank j (possibly) active?
         return jnp.sum(masked >= tau(j)) >= j
 
-    # Largest J in [0, N] with active(J) (active(0) := True): binary search.
-    def body(_, carry):
-        lo, hi = carry  # invariant: active(lo), not active(hi + 1) unknown
-        mid = (lo + hi + 1) // 2
-        ok = active(jnp.maximum(mid, 1))
-        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid - 1)
+    if len(caps) == 1:
+        # Small inputs have only the exact-fallback bucket: selecting would
+        # cost more than it saves, so every valid negative is a candidate.
+        sel_valid = neg_valid
+    else:
+        # Ranks j >= P: largest active J by binary search (the test is exact
+        # there). lo = P - 1 stands for "none".
+        def body(_, carry):
+            lo, hi = carry
+            mid = (lo + hi + 1) // 2
+            ok = active(jnp.maximum(mid, 1))
+            return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid - 1)
 
-    J, _ = lax.fori_loop(
-        0, _num_bisections(n + 1), body, (jnp.int32(0), N.astype(jnp.int32))
-    )
-    sel_valid = (masked >= tau(jnp.maximum(J, 1))) & (J > 0)
+        lo0 = jnp.minimum(P_ - 1, N).astype(jnp.int32)
+        J, _ = lax.fori_loop(0, _num_bisections(n + 1), body, (lo0, N.astype(jnp.int32)))
+        theta = jnp.where(J >= P_, tau(jnp.maximum(J, 1)), jnp.inf)
+        # Ranks j < P: delta_j is not unimodal there, so the first P - 1
+        # negatives are always candidates (their scores are the top P - 1).
+        kh = min(sp.shape[0] - 1, n)
+        if kh > 0:
+            top = lax.top_k(masked, kh)[0]
+            h = jnp.minimum(P_ - 1, N)
+            theta = jnp.minimum(theta, jnp.where(h > 0, top[jnp.clip(h - 1, 0, kh - 1)], jnp.inf))
+        sel_valid = neg_valid & (scores >= theta)
     m = jnp.sum(sel_valid, dtype=jnp.int32)
     bucket = jnp.searchsorted(jnp.asarray(caps), m)
 

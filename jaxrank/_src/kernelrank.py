@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -255,7 +254,9 @@ def _prepare_pairs(scores, labels, where, bandwidth, kernel, block_size, name):
     if np.ndim(scores) == 0:
         raise ValueError("scores must have at least one axis; got a scalar.")
     if np.ndim(bandwidth) != 0:
-        raise ValueError(f"bandwidth must be a scalar; got shape {np.shape(bandwidth)}.")
+        raise ValueError(
+            f"bandwidth must be a scalar; got shape {np.shape(bandwidth)}."
+        )
     if validation.is_concrete(scores, labels, where, bandwidth):
         validation.check_scores(scores, "scores")
         b = float(np.asarray(bandwidth))
@@ -298,7 +299,9 @@ def kernel_auc(
     ``block_size`` positives against all ``n`` items. Peak memory per list is
     ``O(block_size * n)`` floats (about 4 arrays of ``block_size x n``: pair
     margins, ``Phi``, ``Phi'`` and the mask) plus ``O(n)``; it does not grow
-    with ``M * N``. Time is ``O(ceil(M / block_size) * block_size * n)``.
+    with ``M * N``. Leading batch axes are ``vmap``-ed, so a batch of ``B``
+    lists needs ``O(B * block_size * n)``. Time is
+    ``O(ceil(M / block_size) * block_size * n)``.
 
     Args:
         scores: ``[..., n]`` float array (float32 by default; float64 with x64)
@@ -330,7 +333,9 @@ def kernel_auc(
     s, pos, neg, bw = _prepare_pairs(
         scores, labels, where, bandwidth, kernel, block_size, "kernel_auc"
     )
-    return _kernel_auc_jit(s, pos, neg, bw, kernel=kernel, block_size=block_size, loss=False)
+    return _kernel_auc_jit(
+        s, pos, neg, bw, kernel=kernel, block_size=block_size, loss=False
+    )
 
 
 def kernel_auc_loss(
@@ -354,7 +359,9 @@ def kernel_auc_loss(
     s, pos, neg, bw = _prepare_pairs(
         scores, labels, where, bandwidth, kernel, block_size, "kernel_auc_loss"
     )
-    return _kernel_auc_jit(s, pos, neg, bw, kernel=kernel, block_size=block_size, loss=True)
+    return _kernel_auc_jit(
+        s, pos, neg, bw, kernel=kernel, block_size=block_size, loss=True
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("kernel", "block_size", "loss"))
@@ -487,11 +494,15 @@ def _binary_y(y):
 def _check_bandwidth(bandwidth):
     if isinstance(bandwidth, str):
         if bandwidth != "auto":
-            raise ValueError(f"bandwidth must be 'auto' or a number > 0; got {bandwidth!r}.")
+            raise ValueError(
+                f"bandwidth must be 'auto' or a number > 0; got {bandwidth!r}."
+            )
         return None
     b = float(bandwidth)
     if not (np.isfinite(b) and b > 0):
-        raise ValueError(f"bandwidth must be 'auto' or a finite number > 0; got {bandwidth!r}.")
+        raise ValueError(
+            f"bandwidth must be 'auto' or a finite number > 0; got {bandwidth!r}."
+        )
     return b
 
 
@@ -579,7 +590,9 @@ def _lda_init(X, y01, ridge):
     s = np.asarray(Xs @ w).ravel()
     spread = math.sqrt(np.var(s[y01]) + np.var(s[~y01]))
     if not np.isfinite(spread) or spread == 0:
-        w = mu * 0 + (np.asarray(X[y01].mean(0)).ravel() - np.asarray(X[~y01].mean(0)).ravel())
+        w = mu * 0 + (
+            np.asarray(X[y01].mean(0)).ravel() - np.asarray(X[~y01].mean(0)).ravel()
+        )
         s = np.asarray(Xs @ w).ravel()
         spread = math.sqrt(np.var(s[y01]) + np.var(s[~y01])) or 1.0
     return (w / spread).astype(np.float32)  # scale: pair-margin std = 1
@@ -617,7 +630,7 @@ def _fit_linear(X, pos, w0, bandwidth, learning_rate, *, kernel, max_iter, block
 
 
 def _gmm_loglik(params, X):
-    """Per-descriptor log-likelihood ``[2, n, L]`` of the two diagonal GMMs (eq. (21))."""
+    """Per-descriptor log-likelihoods ``[2, n, L]`` of the two GMMs (eq. (21))."""
     mu, logvar, logit = params["mu"], params["logvar"], params["logit"]
     logvar = jnp.clip(logvar, -12.0, 12.0)
     prec = jnp.exp(-logvar)  # [2, K, D]
@@ -644,7 +657,9 @@ _gmm_scores_jit = jax.jit(_gmm_scores)
 
 
 @functools.partial(jax.jit, static_argnames=("kernel", "max_iter", "block_size"))
-def _fit_gmm(X, mask, pos, params0, bandwidth, learning_rate, *, kernel, max_iter, block_size):
+def _fit_gmm(
+    X, mask, pos, params0, bandwidth, learning_rate, *, kernel, max_iter, block_size
+):
     """Adam ascent on eq. (11) for the GMM ratio of eq. (20); one ``lax.scan``."""
     neg = ~pos
     opt = optax.adam(learning_rate)
@@ -790,6 +805,9 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         intercept_: ``[1]`` float, minus the midpoint of the two classes' mean
             training scores: ``predict`` thresholds ``decision_function`` at 0.
         bandwidth_: float, the bandwidth used for the final fit.
+        bandwidth_multiplier_: float, the grid multiplier chosen (1.0 without
+            a grid).
+        init_coef_: ``[1, d]`` the least-squares / LDA start (linear scorer).
         objective_: float, smoothed training AUC ``U`` at the last step.
         objective_history_: ``[max_iter]`` ``U`` before each step.
         n_iter_: int, number of ascent steps.
@@ -809,6 +827,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         scorer="linear",
+        *,
         kernel="gaussian",
         bandwidth="auto",
         bandwidth_grid=None,
@@ -846,14 +865,19 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         if not (np.isfinite(lr) and lr > 0):
             raise ValueError(f"learning_rate must be > 0; got {self.learning_rate!r}.")
         if not isinstance(self.block_size, (int, np.integer)) or self.block_size < 1:
-            raise ValueError(f"block_size must be an int >= 1; got {self.block_size!r}.")
+            raise ValueError(
+                f"block_size must be an int >= 1; got {self.block_size!r}."
+            )
         r = float(self.init_ridge)
         if not (np.isfinite(r) and r >= 0):
             raise ValueError(f"init_ridge must be >= 0; got {self.init_ridge!r}.")
         if self.scorer == "gmm" and (
-            not isinstance(self.n_components, (int, np.integer)) or self.n_components < 1
+            not isinstance(self.n_components, (int, np.integer))
+            or self.n_components < 1
         ):
-            raise ValueError(f"n_components must be an int >= 1; got {self.n_components!r}.")
+            raise ValueError(
+                f"n_components must be an int >= 1; got {self.n_components!r}."
+            )
         return bw, grid, lr
 
     # -- fit ------------------------------------------------------------------
@@ -881,7 +905,11 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             if mask is not None:
                 raise ValueError("mask is only used with scorer='gmm'; got a mask.")
             X, y = validate_data(
-                self, X, y, accept_sparse=("csr", "csc"), dtype=np.float32,
+                self,
+                X,
+                y,
+                accept_sparse=("csr", "csc"),
+                dtype=np.float32,
                 ensure_all_finite=True,
             )
             self.classes_, y01 = _binary_y(y)
@@ -920,7 +948,11 @@ class KernelRank(ClassifierMixin, BaseEstimator):
 
     def _fit_linear_all(self, X, y01, bw, grid, lr, seed):
         rng = np.random.RandomState(seed)
-        kw = dict(kernel=self.kernel, max_iter=int(self.max_iter), block_size=int(self.block_size))
+        kw = dict(
+            kernel=self.kernel,
+            max_iter=int(self.max_iter),
+            block_size=int(self.block_size),
+        )
 
         def base_bw(Xs, y, w0):
             if bw is not None:
@@ -944,7 +976,10 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             aucs = [_auc(sv[:, k], yv) for k in range(len(grid))]
             mult = float(grid[int(np.argmax(aucs))])
             if self.verbose:
-                print("validation AUC per multiplier:", dict(zip(grid.tolist(), np.round(aucs, 4))))
+                print(
+                    "validation AUC per multiplier:",
+                    dict(zip(grid.tolist(), np.round(aucs, 4))),
+                )
         else:
             mult = float(grid[0]) if grid is not None else 1.0
         w0 = _lda_init(X, y01, ridge=float(self.init_ridge))
@@ -952,6 +987,8 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         w, hist = _fit_linear(
             _as_matrix(X), jnp.asarray(y01), jnp.asarray(w0), jnp.float32(h), lr, **kw
         )
+        self.init_coef_ = np.asarray(w0, np.float32)[None, :]
+        self.bandwidth_multiplier_ = mult
         return np.asarray(w, np.float32), h, hist
 
     def _linear_scores(self, X):
@@ -974,9 +1011,13 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         mask = mask.astype(bool)
         if np.any(~np.isfinite(X[mask])):
             bad = int(np.sum(~np.isfinite(X[mask])))
-            raise ValueError(f"X (descriptors) contains {bad} NaN or infinite value(s).")
+            raise ValueError(
+                f"X (descriptors) contains {bad} NaN or infinite value(s)."
+            )
         if np.any(mask.sum(1) == 0):
-            raise ValueError("mask: every bag needs at least one descriptor; got an empty bag.")
+            raise ValueError(
+                "mask: every bag needs at least one descriptor; got an empty bag."
+            )
         X = np.where(mask[..., None], X, 0).astype(np.float32)
         if reset:
             self.n_features_in_ = X.shape[2]
@@ -1005,20 +1046,33 @@ class KernelRank(ClassifierMixin, BaseEstimator):
     def _fit_gmm_all(self, X, mask, y01, bw, grid, lr, seed):
         rng = np.random.RandomState(seed)
         K = int(self.n_components)
-        kw = dict(kernel=self.kernel, max_iter=int(self.max_iter), block_size=int(self.block_size))
+        kw = dict(
+            kernel=self.kernel,
+            max_iter=int(self.max_iter),
+            block_size=int(self.block_size),
+        )
 
         def ml(Xs, ms, y):
-            comps = [_gmm_ml(Xs[ms & y[:, None]], K, seed, 1e-2), _gmm_ml(Xs[ms & ~y[:, None]], K, seed, 1e-2)]
+            comps = [
+                _gmm_ml(Xs[ms & y[:, None]], K, seed, 1e-2),
+                _gmm_ml(Xs[ms & ~y[:, None]], K, seed, 1e-2),
+            ]
             return {
                 "mu": jnp.asarray(np.stack([c[1] for c in comps]), jnp.float32),
-                "logvar": jnp.asarray(np.log(np.stack([c[2] for c in comps])), jnp.float32),
-                "logit": jnp.asarray(np.log(np.stack([c[0] for c in comps])), jnp.float32),
+                "logvar": jnp.asarray(
+                    np.log(np.stack([c[2] for c in comps])), jnp.float32
+                ),
+                "logit": jnp.asarray(
+                    np.log(np.stack([c[0] for c in comps])), jnp.float32
+                ),
             }
 
         def base_bw(p, Xs, ms, y):
             if bw is not None:
                 return bw
-            return _auto_bandwidth(np.asarray(_gmm_scores_jit(p, Xs, ms)), y, self.kernel)
+            return _auto_bandwidth(
+                np.asarray(_gmm_scores_jit(p, Xs, ms)), y, self.kernel
+            )
 
         if grid is not None and len(grid) > 1:
             val = _split_train_val(y01, 0.25, rng)
@@ -1027,26 +1081,45 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             aucs = []
             for m in grid:
                 p, _ = _fit_gmm(
-                    jnp.asarray(X[~val]), jnp.asarray(mask[~val]), jnp.asarray(y01[~val]),
-                    p0, jnp.float32(h0 * m), lr, **kw,
+                    jnp.asarray(X[~val]),
+                    jnp.asarray(mask[~val]),
+                    jnp.asarray(y01[~val]),
+                    p0,
+                    jnp.float32(h0 * m),
+                    lr,
+                    **kw,
                 )
-                aucs.append(_auc(np.asarray(_gmm_scores_jit(p, X[val], mask[val])), y01[val]))
+                aucs.append(
+                    _auc(np.asarray(_gmm_scores_jit(p, X[val], mask[val])), y01[val])
+                )
             mult = float(grid[int(np.argmax(aucs))])
             if self.verbose:
-                print("validation AUC per multiplier:", dict(zip(grid.tolist(), np.round(aucs, 4))))
+                print(
+                    "validation AUC per multiplier:",
+                    dict(zip(grid.tolist(), np.round(aucs, 4))),
+                )
         else:
             mult = float(grid[0]) if grid is not None else 1.0
         p0 = ml(X, mask, y01)
         self.ml_params_ = {k: np.asarray(v) for k, v in p0.items()}
         h = base_bw(p0, X, mask, y01) * mult
         p, hist = _fit_gmm(
-            jnp.asarray(X), jnp.asarray(mask), jnp.asarray(y01), p0, jnp.float32(h), lr, **kw
+            jnp.asarray(X),
+            jnp.asarray(mask),
+            jnp.asarray(y01),
+            p0,
+            jnp.float32(h),
+            lr,
+            **kw,
         )
+        self.bandwidth_multiplier_ = mult
         return p, h, hist
 
     def _gmm_raw_scores(self, X, mask, params=None):
         p = self.params_ if params is None else params
-        return np.asarray(_gmm_scores_jit({k: jnp.asarray(v) for k, v in p.items()}, X, mask))
+        return np.asarray(
+            _gmm_scores_jit({k: jnp.asarray(v) for k, v in p.items()}, X, mask)
+        )
 
     # -- predict --------------------------------------------------------------
 
@@ -1129,7 +1202,7 @@ class AUCSVM(ClassifierMixin, BaseEstimator):
         measures", ICML 2005.
     """
 
-    def __init__(self, C=1.0, max_iter=2000, tol=1e-4, verbose=False):
+    def __init__(self, C=1.0, *, max_iter=2000, tol=1e-4, verbose=False):
         self.C = C
         self.max_iter = max_iter
         self.tol = tol
@@ -1156,7 +1229,10 @@ class AUCSVM(ClassifierMixin, BaseEstimator):
         self.classes_, y01 = _binary_y(y)
         t0 = time.perf_counter()
         res = _fit_aucsvm(
-            _as_matrix(X), jnp.asarray(y01), jnp.float32(C), jnp.float32(self.tol),
+            _as_matrix(X),
+            jnp.asarray(y01),
+            jnp.float32(C),
+            jnp.float32(self.tol),
             max_iter=int(self.max_iter),
         )
         self.coef_ = np.asarray(res.w, np.float32)[None, :]
@@ -1165,7 +1241,9 @@ class AUCSVM(ClassifierMixin, BaseEstimator):
         self.converged_ = bool(res.converged)
         self.n_iter_ = int(res.num_steps)
         s = np.asarray(X @ self.coef_[0].astype(np.float64)).ravel()
-        self.intercept_ = np.array([-0.5 * (s[y01].mean() + s[~y01].mean())], np.float32)
+        self.intercept_ = np.array(
+            [-0.5 * (s[y01].mean() + s[~y01].mean())], np.float32
+        )
         self.fit_time_ = time.perf_counter() - t0
         if self.verbose:
             print(
@@ -1177,8 +1255,12 @@ class AUCSVM(ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         """``X @ coef_[0] + intercept_[0]``: ``[n]`` float64 scores."""
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float32, reset=False)
-        return np.asarray(X @ self.coef_[0].astype(np.float64)).ravel() + float(self.intercept_[0])
+        X = validate_data(
+            self, X, accept_sparse=("csr", "csc"), dtype=np.float32, reset=False
+        )
+        return np.asarray(X @ self.coef_[0].astype(np.float64)).ravel() + float(
+            self.intercept_[0]
+        )
 
     def predict(self, X):
         """Labels: ``classes_[1]`` where ``decision_function > 0``."""
@@ -1223,7 +1305,16 @@ def make_estimator(model: str, *, kernel: str = "gaussian", C: float = 1.0, **kw
     raise ValueError(f"model must be 'kernelrank' or 'auc-svm'; got {model!r}.")
 
 
-def fit_ranker(X, y, *, model: str = "kernelrank", kernel: str = "gaussian", C: float = 1.0, mask=None, **kwargs):
+def fit_ranker(
+    X,
+    y,
+    *,
+    model: str = "kernelrank",
+    kernel: str = "gaussian",
+    C: float = 1.0,
+    mask=None,
+    **kwargs,
+):
     """Fit and return a KernelRank or AUCSVM (CLI entry point).
 
     Args:
