@@ -413,7 +413,9 @@ def _select_opt(sp, P, N, scores, neg_valid):
     masked = jnp.where(neg_valid, scores, -jnp.inf)
 
     def tau(j):
-        f = (P_ / ((j + P_) * (j + P_ - 1))).astype(dtype)
+        # In the float dtype: (j + P)(j + P - 1) overflows int32 for n >= 46342.
+        jP = (j + P_).astype(dtype)
+        f = P_.astype(dtype) / (jP * (jP - 1))
         t = s_last - f * (N_ / 2)
         return t - eps * (jnp.abs(s_last) + jnp.abs(t) + 1)
 
