@@ -5,22 +5,26 @@
   ``zero_one_most_violated``).
 * :mod:`jaxrank.losses` — ``ap_hinge_loss``, ``hinge_loss`` (``jax.grad``-able).
 * :mod:`jaxrank.solvers` — the Pegasos-style solver ``fit_ssvm``.
-* Estimators: :class:`APSVM`, :class:`BinarySVM`, :class:`KernelRank`,
-  :class:`AUCSVM`; persistence :func:`save`,
+* Estimators: :class:`APSVM`, :class:`APSVMApprox`, :class:`BinarySVM`,
+  :class:`KernelRank`, :class:`AUCSVM`; batched training :func:`sweep` and
+  :mod:`jaxrank.model_selection`; persistence :func:`save`,
   :func:`load`; data :mod:`jaxrank.datasets`, :func:`load_data`.
 
 All kernels are pure and compose with ``jit``/``vmap``/``grad``.
 """
 
-from jaxrank import datasets, inference, losses, metrics, solvers
+from jaxrank import datasets, inference, losses, metrics, model_selection, solvers
+from jaxrank._src.appx import APSVMApprox
 from jaxrank._src.estimators import APSVM, BinarySVM
 from jaxrank._src.kernelrank import AUCSVM, KernelRank
+from jaxrank._src.sweep import SweepResult, sweep
 from jaxrank._src.io import load, load_data, save
 
 __version__ = "0.1.0"
 
 __all__ = [
     "APSVM",
+    "APSVMApprox",
     "AUCSVM",
     "BinarySVM",
     "KernelRank",
@@ -30,6 +34,9 @@ __all__ = [
     "load_data",
     "losses",
     "metrics",
+    "model_selection",
     "save",
     "solvers",
+    "sweep",
+    "SweepResult",
 ]

@@ -3,6 +3,8 @@
     jaxrank train [--model apsvm|svm] [-c C] TRAIN MODEL
     jaxrank predict MODEL DATA [-o scores.txt]
     jaxrank evaluate MODEL DATA
+    jaxrank sweep TRAIN [--model apsvm|svm|apsvm-appx] [--Cs 0.1,1,10] [--cv 5]
+                  [--task-column COL ...] [--tasks all|CLASS,...] [--output-prefix P]
     jaxrank demo
 """
 
@@ -15,7 +17,8 @@ import time
 
 import numpy as np
 
-MODELS = ("apsvm", "svm")
+MODELS = ("apsvm", "svm", "apsvm-appx")  # linear structural SVMs (train and sweep)
+TRAIN_MODELS = MODELS + ("kernelrank", "auc-svm")
 
 
 def _positive_float(text):
@@ -35,6 +38,20 @@ def _make_model(name, C, args):
         return jaxrank.APSVM(
             C=C, inference=args.inference, max_iter=args.max_iter, tol=args.tol,
             verbose=args.verbose,
+        )
+    if name == "kernelrank":
+        bw = args.bandwidth
+        return jaxrank.KernelRank(
+            scorer="linear", kernel=args.kernel,
+            bandwidth="auto" if bw == "auto" else _positive_float(bw),
+            verbose=args.verbose,
+        )
+    if name == "auc-svm":
+        return jaxrank.AUCSVM(C=C, max_iter=args.max_iter, tol=args.tol, verbose=args.verbose)
+    if name == "apsvm-appx":
+        return jaxrank.APSVMApprox(
+            C=C, k=args.k, C_binary=args.C_binary, inference=args.inference,
+            max_iter=args.max_iter, tol=args.tol, verbose=args.verbose,
         )
     return jaxrank.BinarySVM(
         C=C, pos_weight=args.pos_weight, max_iter=args.max_iter, tol=args.tol,
@@ -74,7 +91,8 @@ def cmd_train(args):
     dt = time.perf_counter() - t0
     print(
         f"trained {type(model).__name__}(C={args.c}) in {dt:.2f} s: {model.n_iter_} "
-        f"iterations, objective {model.objective_:.6g}, converged={model.converged_}"
+        f"iterations, objective {model.objective_:.6g}, "
+        f"converged={getattr(model, 'converged_', 'n/a')}"
     )
     jaxrank.save(model, args.model_file, overwrite=args.force)
     print(f"wrote {args.model_file}")
@@ -112,6 +130,143 @@ def cmd_evaluate(args):
     res = _evaluate(model.decision_function(X), y)
     for k, v in res.items():
         print(f"{k:8s} {v:.4f}")
+    return 0
+
+
+def _read_matrix(path):
+    """A numeric matrix from a ``.csv`` (no header) or ``.npy`` file."""
+    low = path.lower()
+    if low.endswith(".npy"):
+        a = np.load(path, allow_pickle=False)
+    elif low.endswith((".csv", ".csv.gz", ".csv.bz2")):
+        a = np.loadtxt(path, delimiter=",", ndmin=2)
+    else:
+        raise ValueError(
+            f"--task-column needs a .csv or .npy file (one row per sample); got {path}."
+        )
+    if a.ndim != 2 or a.shape[1] < 2:
+        raise ValueError(f"{path} must be a 2-D matrix with at least 2 columns.")
+    return a
+
+
+def sweep_tasks(X, labels, *, task_columns=None, tasks="all"):
+    """Turn label column(s) into binary ranking tasks ``[n, T]`` and task names.
+
+    * One label column with two values in ``{0,1}``/``{-1,1}``: one task.
+    * One label column with any other values (a multi-class label): one
+      one-vs-rest task per class, ``positive = (label == class)``; ``tasks``
+      ``"all"`` (default) takes every class, or a comma-separated list of
+      class values selects some (e.g. ``"1,3"``).
+    * Several label columns (``--task-column`` given more than once): each
+      column is one binary task named ``col<index>``.
+
+    Raises:
+        ValueError: an unknown class in ``tasks``, a non-binary column among
+            several, a task with a single class.
+    """
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.shape[1] > 1:
+        names = [f"col{c}" for c in task_columns] if task_columns else list(
+            range(labels.shape[1]))
+        return labels, names
+    y = labels.reshape(-1)
+    values = np.unique(y)
+    if set(values.tolist()) <= {0, 1} or set(values.tolist()) <= {-1, 1}:
+        return y[:, None], ["label"]
+    if tasks == "all":
+        chosen = values
+    else:
+        chosen = []
+        for v in str(tasks).split(","):
+            v = float(v)
+            if v not in values:
+                raise ValueError(f"--tasks: class {v:g} is not a label value; classes are "
+                                 f"{[float(f'{c:g}') for c in values]}.")
+            chosen.append(v)
+        chosen = np.asarray(chosen)
+    Y = np.stack([(y == c).astype(np.int8) for c in chosen], axis=1)
+    return Y, [f"class={float(c):g}" for c in chosen]
+
+
+def _fmt_row(cells, widths):
+    return "  ".join(str(c).rjust(w) for c, w in zip(cells, widths))
+
+
+def cmd_sweep(args):
+    """Cross-validate C for one or many tasks in one compiled call."""
+    import csv
+    import json
+
+    from jaxrank._src.sweep import sweep
+
+    prefix = args.output_prefix
+    outputs = [prefix + ".csv", prefix + ".json"]
+    for f in outputs:
+        if os.path.exists(f) and not args.force:
+            raise SystemExit(f"error: {f} exists; use --force to overwrite it.")
+    if args.task_column:
+        a = _read_matrix(args.train_file)
+        cols = [c if c >= 0 else a.shape[1] + c for c in args.task_column]
+        if any(c < 0 or c >= a.shape[1] for c in cols) or len(set(cols)) != len(cols):
+            raise ValueError(f"--task-column: bad or repeated column in {args.task_column} "
+                             f"for {a.shape[1]} columns.")
+        feat = [c for c in range(a.shape[1]) if c not in cols]
+        X, labels = a[:, feat], a[:, cols]
+        Y, names = sweep_tasks(X, labels, task_columns=args.task_column, tasks=args.tasks)
+    else:
+        import jaxrank
+
+        X, y = jaxrank.load_data(args.train_file)
+        Y, names = sweep_tasks(X, y, tasks=args.tasks)
+    T, G, F = Y.shape[1], len(args.Cs), args.cv
+    print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}; "
+          f"{T} task(s): {', '.join(map(str, names))}")
+    bar = None
+    try:
+        from tqdm import tqdm
+
+        bar = tqdm(total=1, desc=f"{Y.shape[1] * len(args.Cs) * args.cv} fits", unit="call")
+    except ImportError:
+        pass
+    res = sweep(
+        X, Y, Cs=args.Cs, model=args.model, cv=args.cv, k=args.k, C_binary=args.C_binary,
+        inference=args.inference, tol=args.tol, max_iter=args.max_iter,
+        pos_weight=args.pos_weight, random_state=args.seed, task_names=names,
+        refit=False, verbose=True,
+    )
+    if bar is not None:
+        bar.update(1)
+        bar.close()
+    mean = res.mean_val_ap  # [T, G]
+    head = ["C"] + [str(n) for n in names] + ["mean"]
+    widths = [max(8, len(h)) for h in head]
+    print(f"\nmean validation AP over {F} folds ({T * G * F} fits, model {args.model}):")
+    print(_fmt_row(head, widths))
+    for g, C in enumerate(res.Cs):
+        cells = [f"{C:g}"] + [f"{mean[t, g]:.4f}" for t in range(T)] + [
+            f"{mean[:, g].mean():.4f}"]
+        print(_fmt_row(cells, widths))
+    print(_fmt_row(["chosen C"] + [f"{c:g}" for c in res.best_C] + [""], widths))
+    print(f"{int(res.converged.sum())}/{res.converged.size} fits converged; "
+          f"{res.cv_time:.1f} s including compilation")
+    with open(outputs[0], "w", newline="") as fh:
+        rows = res.rows()
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    summary = {
+        "train_file": args.train_file, "model": args.model, "cv": F,
+        "Cs": [float(c) for c in res.Cs], "tasks": [str(n) for n in names],
+        "mean_val_ap": {str(n): [float(v) for v in mean[t]] for t, n in enumerate(names)},
+        "best_C": {str(n): float(c) for n, c in zip(names, res.best_C)},
+        "n_fits": res.n_fits, "n_converged": int(res.converged.sum()),
+        "seconds": res.cv_time,
+        "settings": {"tol": args.tol, "max_iter": args.max_iter, "inference": args.inference,
+                     "k": args.k, "C_binary": args.C_binary, "seed": args.seed},
+    }
+    with open(outputs[1], "w") as fh:
+        json.dump(summary, fh, indent=2)
+    print(f"wrote {outputs[0]} and {outputs[1]}")
     return 0
 
 
@@ -193,6 +348,10 @@ def build_parser():
         q.add_argument("--pos-weight", type=_positive_float, default=1.0,
                        help="weight of positives in the binary SVM hinge (default 1)")
         q.add_argument("-v", "--verbose", action="store_true", help="print solver progress")
+        q.add_argument("--k", type=_positive_float, default=0.5,
+                       help="apsvm-appx: fraction of the easy set kept, in (0, 1] (default 0.5)")
+        q.add_argument("--C-binary", dest="C_binary", type=_positive_float, default=None,
+                       help="apsvm-appx: C of the first-stage binary SVM (default C/n)")
 
     t = sub.add_parser(
         "train", help="train a model on TRAIN and write it to MODEL",
@@ -202,7 +361,14 @@ def build_parser():
     )
     t.add_argument("train_file", metavar="TRAIN")
     t.add_argument("model_file", metavar="MODEL")
-    t.add_argument("--model", choices=MODELS, default="apsvm", help="apsvm (default) or svm")
+    t.add_argument("--model", choices=TRAIN_MODELS, default="apsvm",
+                   help="apsvm (default), svm, apsvm-appx (AP-SVM-APPX, paper §3.3), "
+                   "kernelrank (smoothed AUC, linear scorer; Gao & Sun) or auc-svm "
+                   "(ROC-area SVM, SVM-perf -l 10)")
+    t.add_argument("--kernel", choices=["gaussian", "sigmoid_like", "sigmoid"],
+                   default="gaussian", help="kernelrank: smoothing kernel (default gaussian)")
+    t.add_argument("--bandwidth", default="auto",
+                   help="kernelrank: bandwidth in score units, or 'auto' (paper default)")
     t.add_argument("-c", type=_positive_float, default=1.0, help="trade-off C > 0 (default 1)")
     t.add_argument("--force", action="store_true", help="overwrite MODEL if it exists")
     common_fit(t)
@@ -220,6 +386,33 @@ def build_parser():
     ev.add_argument("model_file", metavar="MODEL")
     ev.add_argument("data_file", metavar="DATA")
     ev.set_defaults(func=cmd_evaluate)
+
+    sw = sub.add_parser(
+        "sweep", help="choose C by k-fold CV for one or many tasks, all fits in one call",
+        description="Cross-validate C (validation AP) for every task of TRAIN with all "
+        "(task, C, fold) fits vmapped in one compiled call. Tasks: a binary label gives one "
+        "task; a multi-class label column gives one one-vs-rest task per class (--tasks); "
+        "several --task-column columns of a .csv/.npy file give one binary task each. "
+        "Writes PREFIX.csv (one row per fit) and PREFIX.json (summary).",
+    )
+    sw.add_argument("train_file", metavar="TRAIN")
+    sw.add_argument("--model", choices=MODELS, default="apsvm",
+                    help="apsvm (default), svm or apsvm-appx")
+    sw.add_argument("--Cs", type=lambda s: [_positive_float(v) for v in s.split(",")],
+                    default=[0.1, 1.0, 10.0], help="comma-separated C grid (default 0.1,1,10)")
+    sw.add_argument("--cv", type=int, default=5, help="stratified CV folds (default 5)")
+    sw.add_argument("--task-column", type=int, nargs="+", default=None, metavar="COL",
+                    help="label column(s) of a .csv/.npy TRAIN (0-based, negative from the "
+                    "end); the other columns are features. Default: the last column.")
+    sw.add_argument("--tasks", default="all",
+                    help="multi-class label: 'all' (default, one-vs-rest per class) or "
+                    "comma-separated class values")
+    sw.add_argument("--output-prefix", default="jaxrank-sweep",
+                    help="write PREFIX.csv and PREFIX.json (default jaxrank-sweep)")
+    sw.add_argument("--force", action="store_true", help="overwrite existing output files")
+    sw.add_argument("--seed", type=int, default=0, help="fold seed (default 0)")
+    common_fit(sw)
+    sw.set_defaults(func=cmd_sweep)
 
     d = sub.add_parser(
         "demo", help="binary SVM vs AP-SVM on the bundled page-blocks data",

@@ -17,7 +17,7 @@ def svmlight_files(tmp_path, page_blocks):
     return train, test, X[800:1300], y[800:1300]
 
 
-@pytest.mark.parametrize("model", ["apsvm", "svm"])
+@pytest.mark.parametrize("model", ["apsvm", "svm", "apsvm-appx", "auc-svm", "kernelrank"])
 def test_train_predict_evaluate_round_trip(tmp_path, svmlight_files, capsys, model):
     train, test, Xte, yte = svmlight_files
     mfile, sfile = tmp_path / "model.npz", tmp_path / "scores.txt"
@@ -72,3 +72,12 @@ def test_demo_prints_svm_vs_apsvm(capsys):
     assert main(["demo", "--Cs", "0.1,1", "--cv", "2"]) == 0
     out = capsys.readouterr().out
     assert "| BinarySVM |" in out and "| APSVM |" in out
+
+
+def test_multi_task_model_cannot_be_saved(tmp_path, page_blocks):
+    X, y = page_blocks[0][:300], page_blocks[1][:300]
+    Y = np.stack([y, -y], axis=1)
+    m = jaxrank.APSVM(C=1.0).fit(X, Y)
+    with pytest.raises(ValueError, match="single-task"):
+        jaxrank.save(m, tmp_path / "m.npz")
+    assert not (tmp_path / "m.npz").exists()

@@ -171,7 +171,8 @@ def appx_oracle(positive, easy, difficult, mu, *, kp, method="select"):
 
 
 @functools.partial(
-    jax.jit, static_argnames=("kp", "method", "max_iter", "binary_max_iter")
+    jax.jit,
+    static_argnames=("kp", "method", "max_iter", "binary_max_iter", "cache", "inner_steps"),
 )
 def fit_appx(
     X,
@@ -186,6 +187,8 @@ def fit_appx(
     method="select",
     max_iter=1000,
     binary_max_iter=2000,
+    cache=32,
+    inner_steps=32,
 ):
     """One jitted AP-SVM-APPX fit (both stages); ``vmap``-able over every array.
 
@@ -204,6 +207,8 @@ def fit_appx(
         method: static AP inference method.
         max_iter: static bound on the iterations of the second stage.
         binary_max_iter: static bound on the iterations of the first stage.
+        cache, inner_steps: static plane-cache settings of :func:`fit_ssvm`
+            (both stages).
 
     Returns:
         :class:`AppxResult`.
@@ -215,7 +220,7 @@ def fit_appx(
     Cb = jnp.where(jnp.isnan(C_binary), C / n_valid, C_binary)
     res0 = fit_linear(
         X, positive, valid, Cb, tol, loss="zero_one", kp=1, max_iter=binary_max_iter,
-        fit_intercept=False,
+        fit_intercept=False, cache=cache, inner_steps=inner_steps,
     )
     w0 = res0.w
     s0 = X @ w0
@@ -227,7 +232,8 @@ def fit_appx(
     f_bar = 2 * jnp.dot(w0, w0) + C * jnp.maximum(ap2.hinge, 0)
     mu = 1 + 2 * f_bar / C
     oracle = appx_oracle(positive, easy, difficult, mu, kp=kp, method=method)
-    res = fit_ssvm(oracle, X, C=C, tol=tol, max_iter=max_iter, fit_intercept=False)
+    res = fit_ssvm(oracle, X, C=C, tol=tol, max_iter=max_iter, fit_intercept=False,
+                   cache=cache, inner_steps=inner_steps)
     y = jnp.where(positive, 1, -1).astype(dtype)
     s = X @ res.w
     violation = jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * s), 0))
@@ -235,18 +241,19 @@ def fit_appx(
 
 
 @functools.partial(
-    jax.jit, static_argnames=("kp", "method", "max_iter", "binary_max_iter")
+    jax.jit,
+    static_argnames=("kp", "method", "max_iter", "binary_max_iter", "cache", "inner_steps"),
 )
 def fit_appx_many(
     X, positive, valid, C, C_binary, k, tol, *, kp, method="select", max_iter=1000,
-    binary_max_iter=2000,
+    binary_max_iter=2000, cache=32, inner_steps=32,
 ):
     """:func:`fit_appx` vmapped over tasks (rows of ``positive``/``valid``, ``C``)."""
 
     def one(pos, val, c):
         return fit_appx(
             X, pos, val, c, C_binary, k, tol, kp=kp, method=method, max_iter=max_iter,
-            binary_max_iter=binary_max_iter,
+            binary_max_iter=binary_max_iter, cache=cache, inner_steps=inner_steps,
         )
 
     return jax.vmap(one)(positive, valid, C)

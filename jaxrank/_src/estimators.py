@@ -165,6 +165,8 @@ def make_oracle(loss, positive, valid, *, kp, method, pos_weight):
         "max_iter",
         "fit_intercept",
         "verbose",
+        "cache",
+        "inner_steps",
     ),
 )
 def fit_linear(
@@ -181,6 +183,8 @@ def fit_linear(
     max_iter=1000,
     fit_intercept=False,
     verbose=False,
+    cache=32,
+    inner_steps=32,
 ):
     """One jitted fit of a linear structural SVM (the path every model uses).
 
@@ -197,6 +201,8 @@ def fit_linear(
         max_iter: static bound on calls of loss-augmented inference.
         fit_intercept: static, add a regularised constant feature.
         verbose: static, print progress every 25 iterations.
+        cache: static number of cached planes of :func:`fit_ssvm`.
+        inner_steps: static cached-plane steps per oracle call.
 
     Returns:
         :class:`jaxrank.solvers.FitResult`.
@@ -210,12 +216,15 @@ def fit_linear(
         max_iter=max_iter,
         fit_intercept=fit_intercept,
         callback=_progress if verbose else None,
+        cache=cache,
+        inner_steps=inner_steps,
     )
 
 
 @functools.partial(
     jax.jit,
-    static_argnames=("loss", "kp", "method", "pos_weight", "max_iter", "fit_intercept"),
+    static_argnames=("loss", "kp", "method", "pos_weight", "max_iter", "fit_intercept",
+                     "cache", "inner_steps"),
 )
 def fit_linear_many(
     X,
@@ -230,6 +239,8 @@ def fit_linear_many(
     pos_weight=1.0,
     max_iter=1000,
     fit_intercept=False,
+    cache=32,
+    inner_steps=32,
 ):
     """:func:`fit_linear` vmapped over tasks: ``T`` fits in one jitted call.
 
@@ -239,8 +250,9 @@ def fit_linear_many(
         valid: ``[T, n]`` bool masks of the samples used.
         C: ``[T]`` float, one trade-off per task.
         tol: ``[]`` relative duality gap.
-        loss, kp, method, pos_weight, max_iter, fit_intercept: static, as in
-            :func:`fit_linear`; ``kp`` bounds the positives of every task.
+        loss, kp, method, pos_weight, max_iter, fit_intercept, cache,
+            inner_steps: static, as in :func:`fit_linear`; ``kp`` bounds the
+            positives of every task.
 
     Returns:
         :class:`jaxrank.solvers.FitResult` with a leading ``[T]`` axis.
@@ -250,6 +262,7 @@ def fit_linear_many(
         return fit_linear(
             X, pos, val, c, tol, loss=loss, kp=kp, method=method,
             pos_weight=pos_weight, max_iter=max_iter, fit_intercept=fit_intercept,
+            cache=cache, inner_steps=inner_steps,
         )
 
     return jax.vmap(one)(positive, valid, C)
@@ -436,8 +449,11 @@ class APSVM(_LinearRanker):
         verbose: print progress.
 
     Attributes:
-        coef_: ``[1, n_features]`` float32 weights.
-        intercept_: ``[1]`` zeros (scores are translation invariant for AP).
+        coef_: ``[1, n_features]`` float32 weights (``[T, n_features]`` after
+            ``fit(X, Y)`` with a 2-D ``Y`` of ``T`` task columns; then
+            ``n_iter_``, ``objective_``, ``dual_objective_``, ``converged_``
+            are ``[T]`` arrays and ``decision_function`` returns ``[n, T]``).
+        intercept_: ``[1]`` (``[T]``) zeros (scores are translation invariant for AP).
         classes_: the two label values seen in ``fit``.
         n_iter_: calls of loss-augmented inference.
         objective_: primal objective of eq. (3) at ``coef_``.

@@ -18,8 +18,15 @@ _SCALARS = ("n_iter_", "objective_", "dual_objective_", "converged_", "n_feature
 def _registry():
     from jaxrank._src.appx import APSVMApprox
     from jaxrank._src.estimators import APSVM, BinarySVM
+    from jaxrank._src.kernelrank import AUCSVM, KernelRank
 
-    return {"APSVM": APSVM, "APSVMApprox": APSVMApprox, "BinarySVM": BinarySVM}
+    return {
+        "APSVM": APSVM,
+        "APSVMApprox": APSVMApprox,
+        "AUCSVM": AUCSVM,
+        "BinarySVM": BinarySVM,
+        "KernelRank": KernelRank,
+    }
 
 
 def save(model, path, *, overwrite=False):
@@ -31,7 +38,9 @@ def save(model, path, *, overwrite=False):
     its ``get_params()``.
 
     Args:
-        model: a fitted :class:`jaxrank.APSVM` or :class:`jaxrank.BinarySVM`.
+        model: a fitted single-task :class:`jaxrank.APSVM`,
+            :class:`jaxrank.BinarySVM`, :class:`jaxrank.APSVMApprox`,
+            :class:`jaxrank.AUCSVM` or linear :class:`jaxrank.KernelRank`.
         path: destination file name (``str`` or ``os.PathLike``).
         overwrite: replace an existing file; by default an existing file is
             an error and is left untouched.
@@ -44,8 +53,16 @@ def save(model, path, *, overwrite=False):
     name = type(model).__name__
     if name not in _registry():
         raise TypeError(f"model must be one of {sorted(_registry())}; got {name}.")
+    if name == "KernelRank" and getattr(model, "scorer", "linear") != "linear":
+        raise TypeError("only KernelRank(scorer='linear') can be saved; the GMM scorer cannot.")
     if not hasattr(model, "coef_"):
         raise ValueError("model is not fitted; call fit before save.")
+    if np.ndim(model.coef_) != 2 or np.shape(model.coef_)[0] != 1:
+        raise ValueError(
+            "only single-task models can be saved; this model has "
+            f"{np.shape(model.coef_)[0]} rankers (one per label column): save each "
+            "column's model separately."
+        )
     path = os.fspath(path)
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True (CLI: --force) to replace it.")

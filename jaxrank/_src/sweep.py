@@ -12,9 +12,11 @@ feature matrix (e.g. the one-vs-rest tasks of a multi-class set) by
 
 The static capacity ``kp`` of AP inference is the largest number of positives
 of any task, a bound for every training fold. All ``T * G * F`` fits run in
-one compiled ``lax.while_loop`` (:func:`jaxrank.solvers.fit_ssvm`); a fit that
-has converged keeps its state while the others continue, so every fit returns
-what it would return alone (up to float rounding of batched matrix products).
+one compiled call; each axis is either vmapped or looped by ``lax.map`` inside
+that call (``vmap_axes``). In a vmapped ``lax.while_loop``
+(:func:`jaxrank.solvers.fit_ssvm`) a fit that has converged keeps its state
+while the others continue, so every fit returns what it would return alone
+(up to float rounding of batched matrix products).
 The best ``C`` of each task (highest mean validation AP, first on ties, as
 ``GridSearchCV``) is then refit on all samples, again in one vmapped call
 over tasks.
@@ -113,28 +115,30 @@ class SweepResult:
 
 
 def _fit_one(X, pos, train, C, tol, k, C_binary, *, model, kp, method, max_iter,
-             binary_max_iter, pos_weight, fit_intercept):
-    """One fit of ``model``; returns (FitResult, scores function input w)."""
+             binary_max_iter, pos_weight, fit_intercept, cache, inner_steps):
+    """One fit of ``model``; returns its FitResult."""
     if model == "apsvm-appx":
         return fit_appx(
             X, pos, train, C, C_binary, k, tol, kp=kp, method=method, max_iter=max_iter,
-            binary_max_iter=binary_max_iter,
+            binary_max_iter=binary_max_iter, cache=cache, inner_steps=inner_steps,
         ).fit
     loss = "ap" if model == "apsvm" else "zero_one"
     return fit_linear(
         X, pos, train, C, tol, loss=loss, kp=kp if loss == "ap" else 1, method=method,
         pos_weight=pos_weight, max_iter=max_iter, fit_intercept=fit_intercept,
+        cache=cache, inner_steps=inner_steps,
     )
 
 
 _STATIC = ("model", "kp", "method", "max_iter", "binary_max_iter", "pos_weight",
-           "fit_intercept")
+           "fit_intercept", "vmap_axes", "cache", "inner_steps")
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC)
 def sweep_kernel(X, positive, val_masks, Cs, tol, k, C_binary, *, model, kp,
                  method="select", max_iter=1000, binary_max_iter=2000, pos_weight=1.0,
-                 fit_intercept=False):
+                 fit_intercept=False, vmap_axes=("task", "fold"), cache=32,
+                 inner_steps=32):
     """All (task, C, fold) fits in one jitted call.
 
     Args:
@@ -146,14 +150,15 @@ def sweep_kernel(X, positive, val_masks, Cs, tol, k, C_binary, *, model, kp,
         k: ``[]`` APPX easy fraction (ignored by other models).
         C_binary: ``[]`` APPX first-stage C, NaN for ``C / n_train``.
         model, kp, method, max_iter, binary_max_iter, pos_weight,
-            fit_intercept: static (see :func:`sweep`).
+            fit_intercept, vmap_axes, cache, inner_steps: static (see
+            :func:`sweep`).
 
     Returns:
         ``(val_ap, objective, dual, num_steps, converged)``, each ``[T, G, F]``.
     """
-    opts = dict(model=model, kp=kp, method=method, max_iter=max_iter,
-                binary_max_iter=binary_max_iter, pos_weight=pos_weight,
-                fit_intercept=fit_intercept)
+    opts = {"model": model, "kp": kp, "method": method, "max_iter": max_iter,
+                "binary_max_iter": binary_max_iter, "pos_weight": pos_weight,
+                "fit_intercept": fit_intercept, "cache": cache, "inner_steps": inner_steps}
 
     def one(pos, val, C):
         res = _fit_one(X, pos, ~val, C, tol, k, C_binary, **opts)
@@ -162,10 +167,23 @@ def sweep_kernel(X, positive, val_masks, Cs, tol, k, C_binary, *, model, kp,
         ap = _ap_kernel(s, pos, val)
         return ap, res.objective, res.dual, res.num_steps, res.converged
 
-    over_f = jax.vmap(one, in_axes=(None, 0, None))
-    over_g = jax.vmap(over_f, in_axes=(None, None, 0))
-    over_t = jax.vmap(over_g, in_axes=(0, 0, None))
-    return over_t(positive, val_masks, Cs)
+    bad = set(vmap_axes) - {"task", "C", "fold"}
+    if bad:
+        raise ValueError(f"vmap_axes must be a subset of ('task', 'C', 'fold'); got {vmap_axes!r}.")
+
+    def over_f(pos, val_f, C):  # val_f [F, n]
+        if "fold" in vmap_axes:
+            return jax.vmap(one, in_axes=(None, 0, None))(pos, val_f, C)
+        return jax.lax.map(lambda v: one(pos, v, C), val_f)
+
+    def over_g(pos, val_f, Cs):
+        if "C" in vmap_axes:
+            return jax.vmap(over_f, in_axes=(None, None, 0))(pos, val_f, Cs)
+        return jax.lax.map(lambda c: over_f(pos, val_f, c), Cs)
+
+    if "task" in vmap_axes:
+        return jax.vmap(over_g, in_axes=(0, 0, None))(positive, val_masks, Cs)
+    return jax.lax.map(lambda pv: over_g(pv[0], pv[1], Cs), (positive, val_masks))
 
 
 def _check_Cs(Cs):
@@ -249,6 +267,7 @@ def sweep(
     random_state=0,
     refit=True,
     task_names=None,
+    vmap_axes=("task", "fold"),
     verbose=False,
 ):
     r"""Cross-validate ``C`` for one or many ranking tasks in one jitted call.
@@ -277,6 +296,14 @@ def sweep(
         random_state: fold shuffling seed.
         refit: refit the best ``C`` of each task on all samples.
         task_names: optional ``T`` names, for reports.
+        vmap_axes: which of the axes ``"task"``, ``"C"``, ``"fold"`` are
+            ``jax.vmap``-ed; the others run as ``lax.map`` (a loop inside the
+            same compiled call). Every choice gives the same fits in one call.
+            Default ``("task", "fold")``: fastest in ``bench/sweep.py`` on 2 CPU cores
+            (a vmapped ``while_loop`` runs until its slowest member stops, and
+            the iterations grow with ``C``; large batches also push the
+            solver's plane caches ``[batch, 33, d]`` out of the CPU cache).
+            ``("task", "C", "fold")`` vmaps all fits at once.
         verbose: print progress before/after each compiled call.
 
     Returns:
@@ -311,16 +338,17 @@ def sweep(
     F, G = masks.shape[1], Cs.shape[0]
     kp = max(int(positive.sum(axis=1).max()), 1) if model != "svm" else 1
     fit_icpt = bool(fit_intercept) and model == "svm"
-    static = dict(model=model, kp=kp, method=inference, max_iter=max_iter,
-                  binary_max_iter=int(binary_max_iter), pos_weight=float(pos_weight),
-                  fit_intercept=fit_icpt)
+    static = {"model": model, "kp": kp, "method": inference, "max_iter": max_iter,
+                  "binary_max_iter": int(binary_max_iter), "pos_weight": float(pos_weight),
+                  "fit_intercept": fit_icpt}
+    vmap_axes = tuple(vmap_axes)
     cb = np.float32(np.nan if C_binary is None else C_binary)
     _say(verbose, f"compiling and running {T * G * F} fits ({T} tasks x {G} C x "
                   f"{F} folds, model {model}) in one call ...")
     t0 = time.perf_counter()
     out = sweep_kernel(
         Xj, jnp.asarray(positive), jnp.asarray(masks), jnp.asarray(Cs, jnp.float32),
-        jnp.float32(tol), jnp.float32(k), jnp.asarray(cb), **static,
+        jnp.float32(tol), jnp.float32(k), jnp.asarray(cb), vmap_axes=vmap_axes, **static,
     )
     val_ap, obj, dual, steps, conv = (np.asarray(a) for a in jax.block_until_ready(out))
     cv_time = time.perf_counter() - t0
@@ -328,9 +356,9 @@ def sweep(
     mean_ap = val_ap.mean(axis=-1)
     best = np.argmax(mean_ap, axis=1)
     best_C = Cs[best]
-    params = dict(inference=inference, max_iter=max_iter, tol=tol, k=k,
-                  C_binary=C_binary, binary_max_iter=int(binary_max_iter),
-                  pos_weight=pos_weight, fit_intercept=fit_icpt)
+    params = {"inference": inference, "max_iter": max_iter, "tol": tol, "k": k,
+                  "C_binary": C_binary, "binary_max_iter": int(binary_max_iter),
+                  "pos_weight": pos_weight, "fit_intercept": fit_icpt}
     estimators, refit_time = [], 0.0
     if refit:
         _say(verbose, f"refitting the best C of {T} task(s) in one call ...")
@@ -370,9 +398,9 @@ def _refit(Xj, positive, best_C, classes, model, static, params, tol, k, cb):
     out = []
     for t in range(T):
         est = _estimator(model, float(best_C[t]), params)
-        one = jax.tree_util.tree_map(lambda a: a[t : t + 1], res)
+        one = jax.tree_util.tree_map(lambda a, t=t: a[t : t + 1], res)
         if model == "apsvm-appx":
-            est._appx = jax.tree_util.tree_map(lambda a: np.asarray(a)[t : t + 1], r)
+            est._appx = jax.tree_util.tree_map(lambda a, t=t: np.asarray(a)[t : t + 1], r)
         est._set_fitted(one, classes, False, Xj.shape[1], static["fit_intercept"])
         out.append(est)
     return out

@@ -1,0 +1,120 @@
+"""AP-SVM-APPX (§3.3, problem (10)): split, hard constraints, limits, errors, save/load.
+
+Real data: 300 samples of MULAN "scene" (label 0, "Beach"), 294 features.
+"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jaxrank
+from jaxrank._src.appx import APSVMApprox  # until re-exported as jaxrank.APSVMApprox
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+C = 2.0
+K = 0.5
+TOL = 1e-4
+FLOAT_SLACK = 1e-4  # float32 rounding of the scores y w^T x (|w^T x| <~ 10 here)
+
+
+@pytest.fixture(scope="module")
+def scene():
+    path = DATA / "scene" / "scene-train.arff"
+    if not path.exists():
+        pytest.skip(f"shared dataset {path} not available")
+    a = np.loadtxt(path, delimiter=",", comments=["@", "%"])
+    rng = np.random.RandomState(1)
+    idx = np.sort(rng.permutation(a.shape[0])[:300])
+    return a[idx, :294].astype(np.float32), a[idx, 294].astype(np.int64)
+
+
+@pytest.fixture(scope="module")
+def fitted(scene):
+    X, y = scene
+    return APSVMApprox(C=C, k=K, C_binary=0.5, tol=TOL, max_iter=1500).fit(X, y)
+
+
+def _kept_easy(X, y, w0, k):
+    """Independent NumPy re-implementation of the §3.3 split."""
+    s = X.astype(np.float64) @ w0.astype(np.float64)
+    yy = np.where(y > 0, 1.0, -1.0)
+    m = yy * s
+    kept = np.zeros(len(y), bool)
+    for cls in (y > 0, y <= 0):
+        e = np.flatnonzero(cls & (m >= 1))
+        n_keep = math.ceil(k * len(e) - 1e-6)
+        kept[e[np.argsort(-m[e], kind="stable")[:n_keep]]] = True
+    return kept
+
+
+def test_first_stage_is_the_intercept_free_binary_svm(scene, fitted):
+    X, y = scene
+    ref = jaxrank.BinarySVM(C=0.5, fit_intercept=False, tol=TOL, max_iter=2000).fit(X, y)
+    w0 = fitted.w0_[0]
+    obj = 0.5 * w0 @ w0 + 0.5 * np.maximum(0, 1 - np.where(y > 0, 1, -1) * (X @ w0)).sum()
+    np.testing.assert_allclose(obj, ref.objective_, rtol=1e-3)
+
+
+def test_kept_easy_samples_satisfy_the_hard_constraints(scene, fitted):
+    X, y = scene
+    kept = _kept_easy(X, y, fitted.w0_[0], K)
+    assert fitted.n_easy_ == kept.sum() > 0
+    margins = np.where(y > 0, 1, -1) * (X @ fitted.coef_[0])
+    gap = fitted.objective_ - fitted.dual_objective_
+    # certified bound of the exact penalty: sum of violations <= 2 gap / (C mu)
+    bound = 2 * max(gap, 0) / (C * fitted.mu_)
+    assert margins[kept].min() >= 1 - bound - FLOAT_SLACK
+    assert np.maximum(0, 1 - margins[kept]).sum() <= bound + FLOAT_SLACK * kept.sum()
+    # the stated tolerance: once converged, the bound is below tol
+    if fitted.converged_:
+        assert bound <= TOL
+    # the constraint binds: AP-SVM on the same data violates some of them
+    ap = jaxrank.APSVM(C=C, tol=TOL).fit(X, y)
+    ap_margins = np.where(y > 0, 1, -1) * (X @ ap.coef_[0])
+    assert (ap_margins[kept] < 1 - 1e-3).any()
+
+
+def test_without_easy_samples_appx_is_ap_svm(scene):
+    X, y = scene
+    # a tiny first-stage C gives w0 ~ 0: no sample has margin >= 1
+    appx = APSVMApprox(C=C, k=K, C_binary=1e-6, tol=TOL, max_iter=1500).fit(X, y)
+    ap = jaxrank.APSVM(C=C, tol=TOL).fit(X, y)
+    assert appx.n_easy_ == 0
+    np.testing.assert_allclose(appx.objective_, ap.objective_, rtol=1e-3)
+    np.testing.assert_allclose(appx.score(X, y), ap.score(X, y), atol=1e-3)
+
+
+def test_smaller_k_keeps_fewer_constraints(scene, fitted):
+    X, y = scene
+    full = _kept_easy(X, y, fitted.w0_[0], 1.0)
+    quarter = _kept_easy(X, y, fitted.w0_[0], 0.25)
+    assert quarter.sum() <= fitted.n_easy_ <= full.sum()
+    assert np.all(full[quarter])
+
+
+@pytest.mark.parametrize("k", [0, 0.0, -0.5, 1.01, float("nan"), float("inf")])
+def test_rejects_k_outside_unit_interval(scene, k):
+    X, y = scene
+    with pytest.raises(ValueError, match=r"k must be in \(0, 1\]"):
+        APSVMApprox(k=k).fit(X, y)
+
+
+def test_rejects_bad_C_and_single_class(scene):
+    X, y = scene
+    with pytest.raises(ValueError, match="C must be"):
+        APSVMApprox(C=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="C_binary must be"):
+        APSVMApprox(C_binary=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="two classes"):
+        APSVMApprox().fit(X, np.zeros_like(y))
+
+
+def test_save_load_roundtrip(fitted, scene, tmp_path):
+    X, _ = scene
+    path = tmp_path / "appx.npz"
+    jaxrank.save(fitted, path)
+    back = jaxrank.load(path)
+    assert type(back).__name__ == "APSVMApprox" and back.get_params() == fitted.get_params()
+    np.testing.assert_array_equal(back.decision_function(X), fitted.decision_function(X))
