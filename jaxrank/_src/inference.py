@@ -186,7 +186,41 @@ def _opt_greedy(sp, P, N, sn):
     return _map_row_blocks(block, j, sn, N, sp.shape[0])
 
 
-def _opt_search(sp, P, N, sn, num_valid, head="scan"):
+def _opt_tail_by_positive(sp, P, N, sn, num_valid):
+    """``opt_j`` for the rows ``j >= P`` by one binary search per positive.
+
+    For ``j >= P``, ``opt_j <= a`` iff ``t_a(j) >= 0``, and ``t_a(j)`` is
+    non-increasing in ``j`` (also as computed in floating point: every
+    operation is monotone), so ``J_a = max{j : t_a(j) >= 0}`` is a binary
+    search over ranks, O(P log N) in all, and ``opt_j = 1 + #{a : J_a < j}``
+    (a histogram and a cumulative sum, O(N + P)). Equivalent to Algorithm 2's
+    per-negative search, O(N log P), when ``N >> P``. Rows ``j < P`` are left
+    to the caller.
+    """
+    m = sn.shape[0]
+    kp = sp.shape[0]
+    a = jnp.arange(1, kp + 1, dtype=jnp.int32)
+
+    def pred(j):
+        jj = jnp.clip(j, 1, max(m, 1))
+        return _increment(a, jj, sp, sn[jj - 1], P, N) >= 0
+
+    def body(_, carry):
+        lo, hi = carry  # invariant: lo = P - 1 ("none") or pred(lo)
+        mid = (lo + hi + 1) // 2
+        ok = pred(mid) & (mid <= hi)
+        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid - 1)
+
+    lo0 = jnp.full((kp,), P - 1, jnp.int32)
+    hi0 = jnp.full((kp,), num_valid, jnp.int32)
+    J, _ = lax.fori_loop(0, _num_bisections(m + 1), body, (lo0, hi0))
+    J = jnp.where(a <= P, jnp.clip(J, 0, m + 1), m + 1)  # padding never counts
+    below = jnp.cumsum(jnp.zeros((m + 2,), jnp.int32).at[J].add(1))
+    j = jnp.arange(1, m + 1, dtype=jnp.int32)
+    return (1 + below[j - 1]).astype(jnp.int32)
+
+
+def _opt_search(sp, P, N, sn, num_valid, head="scan", tail="negative"):
     """Algorithm 2 for every row: binary search on the unimodal part.
 
     Rows past ``num_valid`` (dynamic) are padding and are ignored.
@@ -195,7 +229,9 @@ def _opt_search(sp, P, N, sn, num_valid, head="scan"):
     O(log P) per negative. The ``min(P-1, m)`` rows with ``j < P`` also need
     the linear scan over ``i > j`` (eqs. (7)-(9)), done on dense rows
     (``head="scan"``), or the exact divide and conquer of
-    :func:`_opt_head_monotone` (``head="monotone"``).
+    :func:`_opt_head_monotone` (``head="monotone"``). ``tail="positive"``
+    replaces the per-negative binary search of the rows ``j >= P`` by the
+    equivalent per-positive one of :func:`_opt_tail_by_positive`.
     """
     m = sn.shape[0]
     kp = sp.shape[0]
@@ -210,10 +246,11 @@ def _opt_search(sp, P, N, sn, num_valid, head="scan"):
         return (k >= P + 1) | (t >= 0)
 
     # j >= P: eq. (7) over the whole domain.
-    hi = jnp.broadcast_to(P + 1, j.shape).astype(jnp.int32)
-    opt_tail = _first_true(
-        lambda k: pred(j, sn, k), jnp.ones_like(j), hi, niter
-    )
+    if tail == "positive":
+        opt_tail = _opt_tail_by_positive(sp, P, N, sn, num_valid)
+    else:
+        hi = jnp.broadcast_to(P + 1, j.shape).astype(jnp.int32)
+        opt_tail = _first_true(lambda k: pred(j, sn, k), jnp.ones_like(j), hi, niter)
 
     # j < P: i1 by binary search on {1..j}, i2 by linear scan on {j+1..P+1}.
     num_head = min(kp - 1, m)
@@ -451,11 +488,15 @@ def _select_opt(sp, P, N, scores, neg_valid):
 
     def branch(cap):
         def run(_):
-            (idx,) = jnp.nonzero(sel_valid, size=cap, fill_value=0)
+            if cap >= n:  # every negative fits: sort in place, no compaction
+                idx = jnp.arange(n, dtype=jnp.int32)
+                sn, perm, _ = _sort_desc(scores, sel_valid)
+            else:
+                (idx,) = jnp.nonzero(sel_valid, size=cap, fill_value=0)
+                sn, perm, _ = _sort_desc(scores[idx], jnp.arange(cap) < m)
             valid = jnp.arange(cap) < m
-            sn, perm, _ = _sort_desc(scores[idx], valid)
             head = "scan" if sp.shape[0] <= _DENSE_HEAD_MAX_P else "monotone"
-            opt = _opt_search(sp, P, N, sn, m, head=head)
+            opt = _opt_search(sp, P, N, sn, m, head=head, tail="positive")
             out = jnp.where(neg_valid, P + 1, 0).astype(jnp.int32)
             # perm maps sorted position -> position in the compacted buffer.
             dest = jnp.where(valid, idx[perm], n)
@@ -575,7 +616,8 @@ def ap_most_violated(scores, labels, *, where=None, method="select"):
     * ``"select"``: Algorithm 3, selective ranking: only the active negatives
       (``opt_j <= |P|``) are sorted and ranked; found without sorting by a
       binary search over ranks with O(n) counts; the first ``|P| - 1`` rows
-      use an exact divide and conquer on the monotonicity of ``opt_j``.
+      use an exact divide and conquer on the monotonicity of ``opt_j``, and
+      the rows ``j >= |P|`` one binary search per positive (O(|P| log |N|)).
 
     ``opt_j`` ranges over ``{1, ..., |P|+1}`` with ``delta_j(|P|+1) = 0``;
     argmax ties go to the smallest rank. The increments ``delta_j(i) -
