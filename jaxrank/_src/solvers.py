@@ -65,6 +65,7 @@ class _State(NamedTuple):
     corners: jax.Array  # [cache + 1, d]: cached planes C a_y; last = aggregate
     levels: jax.Array  # [cache + 1]: C Delta(y)
     beta: jax.Array  # [cache + 1] convex weights
+    gram: jax.Array  # [cache + 1, cache + 1] corners @ corners.T
     it: jax.Array
 
 
@@ -81,24 +82,24 @@ def _rmatvec(X, g, fit_intercept):
     return a
 
 
-def _pairwise_step(w, ell, beta, corners, levels):
+def _pairwise_step(beta, ell, gram, levels):
     """One pairwise Frank-Wolfe step on the cached corners (exact line search).
 
     Moves weight from the "away" corner (least violated among those in use) to
     the "toward" corner (most violated); ``gamma`` maximises the dual
     ``ell - 1/2 ||w||^2`` along that segment, clipped to the away weight.
+    Works in the weights: ``w = beta @ corners``, so ``corners @ w = gram @
+    beta`` and a step costs O(cache^2), not O(cache * d).
     """
-    viol = levels - corners @ w
+    viol = levels - gram @ beta
     t = jnp.argmax(viol)
     a = jnp.argmin(jnp.where(beta > 0, viol, jnp.inf))
-    diff = corners[t] - corners[a]
-    denom = jnp.dot(diff, diff)
+    denom = gram[t, t] - 2 * gram[t, a] + gram[a, a]
     gamma = (viol[t] - viol[a]) / jnp.where(denom > 0, denom, 1)
     gamma = jnp.clip(jnp.where(denom > 0, gamma, 0), 0, beta[a])
-    w = w + gamma * diff
     ell = ell + gamma * (levels[t] - levels[a])
     beta = beta.at[a].add(-gamma).at[t].add(gamma)
-    return w, ell, beta
+    return beta, ell
 
 
 def fit_ssvm(
@@ -189,15 +190,24 @@ def fit_ssvm(
         ell = s.ell + gamma * (ls - s.ell)
         beta = (1 - gamma) * beta
         beta = beta.at[slot].add(gamma)
+        # Refresh the two changed rows / columns of the Gram matrix.
+        r_slot = corners @ corners[slot]
+        r_agg = corners @ corners[agg]
+        gram = s.gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
+        gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
 
         def inner(_, carry):
-            return _pairwise_step(*carry, corners, levels)
+            return _pairwise_step(*carry, gram, levels)
 
-        w, ell, beta = lax.fori_loop(0, inner_steps, inner, (w, ell, beta))
+        if inner_steps > 0:
+            beta, ell = lax.fori_loop(0, inner_steps, inner, (beta, ell))
+            w = beta @ corners
         dual = jnp.maximum(s.best_dual, ell - 0.5 * jnp.dot(w, w))
         if callback is not None:
             jax.debug.callback(callback, s.it + 1, best_obj, dual)
-        return _State(w, ell, best_w, best_obj, dual, corners, levels, beta, s.it + 1)
+        return _State(
+            w, ell, best_w, best_obj, dual, corners, levels, beta, gram, s.it + 1
+        )
 
     state = _State(
         w=w_init,
@@ -208,6 +218,7 @@ def fit_ssvm(
         corners=jnp.zeros((cache + 1, dim), dtype),
         levels=jnp.zeros((cache + 1,), dtype),
         beta=jnp.zeros((cache + 1,), dtype).at[cache].set(1),
+        gram=jnp.zeros((cache + 1, cache + 1), dtype),
         it=jnp.asarray(0, jnp.int32),
     )
     state = lax.while_loop(cond, body, state)
