@@ -31,6 +31,14 @@ import jaxrank
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def _csr32(X):
+    """CSR with int32 indices (liblinear rejects int64 indices)."""
+    X = X.tocsr()
+    X.indices = X.indices.astype(np.int32)
+    X.indptr = X.indptr.astype(np.int32)
+    return X
+
+
 def load_datasets(quick):
     out = []
     X, y = jaxrank.datasets.load_page_blocks(return_X_y=True)
@@ -43,12 +51,12 @@ def load_datasets(quick):
     if p.exists():
         Xtr, ytr = load_svmlight_file(str(p / "reuters.trn.bz2"))
         Xte, yte = load_svmlight_file(str(p / "reuters.tst.bz2"), n_features=Xtr.shape[1])
-        out.append(("reuters money-fx (sparse tf-idf)", Xtr.tocsr(), ytr, Xte.tocsr(), yte))
+        out.append(("reuters money-fx (sparse tf-idf)", _csr32(Xtr), ytr, _csr32(Xte), yte))
     p = DATA / "w8a" / "w8a"
     if p.exists():
         X, y = load_svmlight_file(str(p))
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
-        out.append(("w8a (sparse binary)", Xtr.tocsr(), ytr, Xte.tocsr(), yte))
+        out.append(("w8a (sparse binary)", _csr32(Xtr), ytr, _csr32(Xte), yte))
     p = DATA / "keel" / "satimage"
     if p.exists():
         tr = np.loadtxt(p / "sat.trn.txt")
