@@ -603,6 +603,32 @@ def _lda_init(X, y01, ridge):
 # ---------------------------------------------------------------------------
 
 
+def _adam_ascent(score_fn, params0, pos, bandwidth, learning_rate, *, kernel,
+                 max_iter, block_size):
+    """Adam ascent of the smoothed AUC (eq. (11)) of ``score_fn(params)``.
+
+    Traced inside the jitted fits below; one ``lax.scan`` of ``max_iter``
+    steps. Returns ``(params, objective_history [max_iter])`` (``U`` before
+    each step).
+    """
+    neg = ~pos
+    opt = optax.adam(learning_rate)
+
+    def loss(p):
+        return 1 - _kernel_auc_masked(
+            score_fn(p), pos, neg, bandwidth, kernel=kernel, block_size=block_size
+        )
+
+    def step(carry, _):
+        p, state = carry
+        val, g = jax.value_and_grad(loss)(p)
+        upd, state = opt.update(g, state, p)
+        return (optax.apply_updates(p, upd), state), 1 - val
+
+    (p, _), hist = lax.scan(step, (params0, opt.init(params0)), None, length=max_iter)
+    return p, hist
+
+
 @functools.partial(jax.jit, static_argnames=("kernel", "max_iter", "block_size"))
 def _fit_linear(X, pos, w0, bandwidth, learning_rate, *, kernel, max_iter, block_size):
     """Adam ascent on eq. (11) for the LDF of eq. (19); one ``lax.scan``.
@@ -610,23 +636,10 @@ def _fit_linear(X, pos, w0, bandwidth, learning_rate, *, kernel, max_iter, block
     ``bandwidth`` and ``learning_rate`` are traced (vmap over a grid).
     Returns ``(w, objective_history [max_iter])`` (``U`` before each step).
     """
-    neg = ~pos
-    opt = optax.adam(learning_rate)
-
-    def loss(w):
-        s = X @ w
-        return 1 - _kernel_auc_masked(
-            s, pos, neg, bandwidth, kernel=kernel, block_size=block_size
-        )
-
-    def step(carry, _):
-        w, state = carry
-        val, g = jax.value_and_grad(loss)(w)
-        upd, state = opt.update(g, state, w)
-        return (optax.apply_updates(w, upd), state), 1 - val
-
-    (w, _), hist = lax.scan(step, (w0, opt.init(w0)), None, length=max_iter)
-    return w, hist
+    return _adam_ascent(
+        lambda w: X @ w, w0, pos, bandwidth, learning_rate,
+        kernel=kernel, max_iter=max_iter, block_size=block_size,
+    )
 
 
 def _gmm_loglik(params, X):
@@ -661,23 +674,10 @@ def _fit_gmm(
     X, mask, pos, params0, bandwidth, learning_rate, *, kernel, max_iter, block_size
 ):
     """Adam ascent on eq. (11) for the GMM ratio of eq. (20); one ``lax.scan``."""
-    neg = ~pos
-    opt = optax.adam(learning_rate)
-
-    def loss(p):
-        s = _gmm_scores(p, X, mask)
-        return 1 - _kernel_auc_masked(
-            s, pos, neg, bandwidth, kernel=kernel, block_size=block_size
-        )
-
-    def step(carry, _):
-        p, state = carry
-        val, g = jax.value_and_grad(loss)(p)
-        upd, state = opt.update(g, state, p)
-        return (optax.apply_updates(p, upd), state), 1 - val
-
-    (p, _), hist = lax.scan(step, (params0, opt.init(params0)), None, length=max_iter)
-    return p, hist
+    return _adam_ascent(
+        lambda p: _gmm_scores(p, X, mask), params0, pos, bandwidth, learning_rate,
+        kernel=kernel, max_iter=max_iter, block_size=block_size,
+    )
 
 
 def _hierarchical_init(Z, K, seed):
