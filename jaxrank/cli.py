@@ -31,6 +31,16 @@ def _positive_float(text):
     return v
 
 
+def _positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return v
+
+
 def _make_model(name, C, args):
     import jaxrank
 
@@ -192,6 +202,34 @@ def _fmt_row(cells, widths):
     return "  ".join(str(c).rjust(w) for c, w in zip(cells, widths))
 
 
+def _use_cpu_cores(args):
+    """Make each CPU core a JAX device (``--devices``), before JAX's first computation.
+
+    Batched fits are sharded over devices (:func:`jaxrank.solvers.fit_ssvm_many`);
+    JAX's CPU backend has one device unless ``jax_num_cpu_devices`` is set
+    before it starts. A no-op if JAX is already running (``main`` called from
+    Python) or for a GPU/TPU default backend (it only shapes the CPU backend).
+    """
+    import jax
+
+    n = args.devices
+    if n is None:
+        cores = getattr(os, "sched_getaffinity", None)
+        n = len(cores(0)) if cores else (os.cpu_count() or 1)
+    try:
+        jax.config.update("jax_num_cpu_devices", int(n))
+    except RuntimeError:  # backends already initialised: keep their devices
+        pass
+
+
+def _devices(args):
+    """The devices to shard batched fits over: the first ``--devices`` local ones."""
+    import jax
+
+    devs = jax.local_devices()
+    return devs[: args.devices] if args.devices else devs
+
+
 def cmd_sweep(args):
     """Cross-validate C for one or many tasks in one compiled call."""
     import csv
@@ -199,6 +237,7 @@ def cmd_sweep(args):
 
     from jaxrank._src.sweep import sweep
 
+    _use_cpu_cores(args)
     prefix = args.output_prefix
     outputs = [prefix + ".csv", prefix + ".json"]
     for f in outputs:
@@ -221,22 +260,13 @@ def cmd_sweep(args):
     T, G, F = Y.shape[1], len(args.Cs), args.cv
     print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}; "
           f"{T} task(s): {', '.join(map(str, names))}")
-    bar = None
-    try:
-        from tqdm import tqdm
-
-        bar = tqdm(total=1, desc=f"{Y.shape[1] * len(args.Cs) * args.cv} fits", unit="call")
-    except ImportError:
-        pass
     res = sweep(
         X, Y, Cs=args.Cs, model=args.model, cv=args.cv, k=args.k, C_binary=args.C_binary,
         inference=args.inference, tol=args.tol, max_iter=args.max_iter,
         pos_weight=args.pos_weight, random_state=args.seed, task_names=names,
-        refit=False, verbose=True,
+        refit=False, verbose=True, progress=True, batch_size=args.batch_size,
+        devices=_devices(args),
     )
-    if bar is not None:
-        bar.update(1)
-        bar.close()
     mean = res.mean_val_ap  # [T, G]
     head = ["C"] + [str(n) for n in names] + ["mean"]
     widths = [max(8, len(h)) for h in head]
@@ -279,6 +309,7 @@ def cmd_demo(args):
     import jaxrank
     from jaxrank._src.model_selection import cv_grid, stratified_fold_masks
 
+    _use_cpu_cores(args)
     X, y = jaxrank.datasets.load_page_blocks(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(
         X, y, test_size=0.3, stratify=y, random_state=args.seed
@@ -303,7 +334,8 @@ def cmd_demo(args):
         ap, obj, steps, conv = cv_grid(
             Xj, jnp.asarray(positive), jnp.asarray(masks), jnp.asarray(Cs),
             jnp.float32(args.tol), loss=loss, kp=kp, max_iter=args.max_iter,
-            fit_intercept=(name == "svm"),
+            fit_intercept=(name == "svm"), batch_size=args.batch_size,
+            devices=tuple(_devices(args)),
         )
         mean_ap = np.asarray(ap).mean(axis=0)
         best = int(np.argmax(mean_ap))
@@ -353,6 +385,13 @@ def build_parser():
         q.add_argument("--C-binary", dest="C_binary", type=_positive_float, default=None,
                        help="apsvm-appx: C of the first-stage binary SVM (default C/n)")
 
+    def batched(q):
+        q.add_argument("--batch-size", type=_positive_int, default=16,
+                       help="fits stepped together per device (default 16)")
+        q.add_argument("--devices", type=_positive_int, default=None,
+                       help="devices to shard the fits over (default: all; on a CPU, "
+                       "one per core)")
+
     t = sub.add_parser(
         "train", help="train a model on TRAIN and write it to MODEL",
         description="Train an AP-SVM (eq. (3) of Mohapatra et al. 2014) or a binary SVM. "
@@ -390,7 +429,8 @@ def build_parser():
     sw = sub.add_parser(
         "sweep", help="choose C by k-fold CV for one or many tasks, all fits in one call",
         description="Cross-validate C (validation AP) for every task of TRAIN with all "
-        "(task, C, fold) fits vmapped in one compiled call. Tasks: a binary label gives one "
+        "(task, C, fold) fits in one compiled call (work queues of --batch-size vmapped "
+        "fits per device). Tasks: a binary label gives one "
         "task; a multi-class label column gives one one-vs-rest task per class (--tasks); "
         "several --task-column columns of a .csv/.npy file give one binary task each. "
         "Writes PREFIX.csv (one row per fit) and PREFIX.json (summary).",
@@ -412,6 +452,7 @@ def build_parser():
     sw.add_argument("--force", action="store_true", help="overwrite existing output files")
     sw.add_argument("--seed", type=int, default=0, help="fold seed (default 0)")
     common_fit(sw)
+    batched(sw)
     sw.set_defaults(func=cmd_sweep)
 
     d = sub.add_parser(
@@ -425,6 +466,7 @@ def build_parser():
     d.add_argument("--cv", type=int, default=3, help="CV folds (default 3)")
     d.add_argument("--seed", type=int, default=0, help="split/fold seed (default 0)")
     common_fit(d)
+    batched(d)
     d.set_defaults(func=cmd_demo)
     return p
 

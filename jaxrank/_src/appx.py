@@ -65,9 +65,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank._src import inference
-from jaxrank._src.estimators import _LinearRanker, check_C, fit_linear
+from jaxrank._src.estimators import (
+    _LinearRanker,
+    check_C,
+    fit_linear,
+    fit_linear_many,
+    report_progress,
+    resolve_devices,
+)
 from jaxrank._src.inference import MostViolated
-from jaxrank._src.solvers import FitResult, fit_ssvm
+from jaxrank._src.solvers import FitResult, fit_ssvm, fit_ssvm_many
 
 
 class AppxResult(NamedTuple):
@@ -170,6 +177,30 @@ def appx_oracle(positive, easy, difficult, mu, *, kp, method="select"):
     return oracle
 
 
+def _binary_C(C, C_binary, valid, dtype):
+    """First-stage trade-off: ``C_binary``, or ``C / n_valid`` where it is NaN."""
+    n_valid = jnp.maximum(jnp.sum(valid, axis=-1), 1).astype(dtype)
+    C_binary = jnp.asarray(C_binary, dtype)
+    return jnp.where(jnp.isnan(C_binary), jnp.asarray(C, dtype) / n_valid, C_binary)
+
+
+def _second_stage(X, w0, positive, valid, C, k, *, kp, method):
+    """Split of §3.3 and exact-penalty weight ``mu`` from the first stage ``w0``."""
+    s0 = X @ w0
+    easy, difficult = appx_split(s0, positive, valid, k)
+    # Slater point 2 w0: F(2 w0) bounds the sum of the Lagrange multipliers.
+    ap2 = inference.ap_most_violated_masked(
+        2 * s0, positive & difficult, ~positive & difficult, kp=kp, method=method
+    )
+    f_bar = 2 * jnp.dot(w0, w0) + C * jnp.maximum(ap2.hinge, 0)
+    return easy, difficult, 1 + 2 * f_bar / C
+
+
+def _violation(X, w, positive, easy):
+    y = jnp.where(positive, 1, -1).astype(X.dtype)
+    return jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * (X @ w)), 0))
+
+
 @functools.partial(
     jax.jit,
     static_argnames=("kp", "method", "max_iter", "binary_max_iter", "cache", "inner_steps"),
@@ -215,48 +246,74 @@ def fit_appx(
     """
     dtype = X.dtype
     C = jnp.asarray(C, dtype)
-    n_valid = jnp.maximum(jnp.sum(valid), 1).astype(dtype)
-    C_binary = jnp.asarray(C_binary, dtype)
-    Cb = jnp.where(jnp.isnan(C_binary), C / n_valid, C_binary)
     res0 = fit_linear(
-        X, positive, valid, Cb, tol, loss="zero_one", kp=1, max_iter=binary_max_iter,
-        fit_intercept=False, cache=cache, inner_steps=inner_steps,
+        X, positive, valid, _binary_C(C, C_binary, valid, dtype), tol, loss="zero_one",
+        kp=1, max_iter=binary_max_iter, fit_intercept=False, cache=cache,
+        inner_steps=inner_steps,
     )
-    w0 = res0.w
-    s0 = X @ w0
-    easy, difficult = appx_split(s0, positive, valid, k)
-    # Slater point 2 w0: F(2 w0) bounds the sum of the Lagrange multipliers.
-    ap2 = inference.ap_most_violated_masked(
-        2 * s0, positive & difficult, ~positive & difficult, kp=kp, method=method
-    )
-    f_bar = 2 * jnp.dot(w0, w0) + C * jnp.maximum(ap2.hinge, 0)
-    mu = 1 + 2 * f_bar / C
+    easy, difficult, mu = _second_stage(X, res0.w, positive, valid, C, k, kp=kp,
+                                        method=method)
     oracle = appx_oracle(positive, easy, difficult, mu, kp=kp, method=method)
     res = fit_ssvm(oracle, X, C=C, tol=tol, max_iter=max_iter, fit_intercept=False,
                    cache=cache, inner_steps=inner_steps)
-    y = jnp.where(positive, 1, -1).astype(dtype)
-    s = X @ res.w
-    violation = jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * s), 0))
-    return AppxResult(res, w0, res0.num_steps, easy, difficult, mu, violation)
+    violation = _violation(X, res.w, positive, easy)
+    return AppxResult(res, res0.w, res0.num_steps, easy, difficult, mu, violation)
 
 
 @functools.partial(
     jax.jit,
-    static_argnames=("kp", "method", "max_iter", "binary_max_iter", "cache", "inner_steps"),
+    static_argnames=("kp", "method", "max_iter", "binary_max_iter", "cache", "inner_steps",
+                     "batch_size", "devices", "progress"),
 )
 def fit_appx_many(
     X, positive, valid, C, C_binary, k, tol, *, kp, method="select", max_iter=1000,
-    binary_max_iter=2000, cache=32, inner_steps=32,
+    binary_max_iter=2000, cache=32, inner_steps=32, batch_size=16, devices=None,
+    progress=False,
 ):
-    """:func:`fit_appx` vmapped over tasks (rows of ``positive``/``valid``, ``C``)."""
+    """``M`` AP-SVM-APPX fits in one jitted call: each stage is one batch of work queues.
 
-    def one(pos, val, c):
-        return fit_appx(
-            X, pos, val, c, C_binary, k, tol, kp=kp, method=method, max_iter=max_iter,
-            binary_max_iter=binary_max_iter, cache=cache, inner_steps=inner_steps,
-        )
+    Stage 1 (the binary SVMs) runs all ``M`` fits through
+    :func:`jaxrank.solvers.fit_ssvm_many`, the split and ``mu`` are computed
+    ``vmap``-ed, then stage 2 runs through the queues again. Each fit equals
+    :func:`fit_appx` alone (up to float rounding of batched products).
 
-    return jax.vmap(one)(positive, valid, C)
+    Args:
+        X: ``[n, d]`` float array or BCOO matrix, shared by all fits.
+        positive: ``[M, n]`` bool labels.
+        valid: ``[M, n]`` bool training samples.
+        C: ``[M]`` float trade-offs of problem (10).
+        C_binary, k, tol: ``[]`` as in :func:`fit_appx` (shared).
+        kp, method, max_iter, binary_max_iter, cache, inner_steps: static, as
+            in :func:`fit_appx`.
+        batch_size, devices, progress: static, as in
+            :func:`jaxrank.solvers.fit_linear_many` (progress counts each
+            stage of a fit as one fit).
+
+    Returns:
+        :class:`AppxResult` with a leading ``[M]`` axis.
+    """
+    dtype = X.dtype
+    C = jnp.asarray(C, dtype)
+    res0 = fit_linear_many(
+        X, positive, valid, _binary_C(C, C_binary, valid, dtype), tol, loss="zero_one",
+        kp=1, max_iter=binary_max_iter, fit_intercept=False, cache=cache,
+        inner_steps=inner_steps, batch_size=batch_size, devices=devices, progress=progress,
+    )
+    split = functools.partial(_second_stage, kp=kp, method=method)
+    easy, difficult, mu = jax.vmap(split, in_axes=(None, 0, 0, 0, 0, None))(
+        X, res0.w, positive, valid, C, k
+    )
+
+    def oracle(prob, s):
+        return appx_oracle(*prob, kp=kp, method=method)(s)
+
+    res = fit_ssvm_many(
+        oracle, X, (positive, easy, difficult, mu), C, tol=tol, max_iter=max_iter,
+        batch_size=batch_size, devices=devices, cache=cache, inner_steps=inner_steps,
+        callback=report_progress if progress else None,
+    )
+    violation = jax.vmap(_violation, in_axes=(None, 0, 0, 0))(X, res.w, positive, easy)
+    return AppxResult(res, res0.w, res0.num_steps, easy, difficult, mu, violation)
 
 
 class APSVMApprox(_LinearRanker):
@@ -366,6 +423,7 @@ class APSVMApprox(_LinearRanker):
             jnp.full((T,), float(self.C), jnp.float32), jnp.float32(cb),
             jnp.float32(self.k), jnp.float32(self.tol), kp=kp, method=opts["method"],
             max_iter=int(self.max_iter), binary_max_iter=int(self.binary_max_iter),
+            devices=resolve_devices(None),
         )
         self._appx = r
         return r.fit

@@ -14,7 +14,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from jaxrank._src import inference, validation
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.solvers import fit_ssvm
+from jaxrank._src.solvers import fit_ssvm, fit_ssvm_many
 
 # ---------------------------------------------------------------------------
 # Data conversion (host side).
@@ -224,7 +224,7 @@ def fit_linear(
 @functools.partial(
     jax.jit,
     static_argnames=("loss", "kp", "method", "pos_weight", "max_iter", "fit_intercept",
-                     "cache", "inner_steps"),
+                     "cache", "inner_steps", "batch_size", "devices", "progress"),
 )
 def fit_linear_many(
     X,
@@ -241,31 +241,110 @@ def fit_linear_many(
     fit_intercept=False,
     cache=32,
     inner_steps=32,
+    batch_size=16,
+    devices=None,
+    progress=False,
 ):
-    """:func:`fit_linear` vmapped over tasks: ``T`` fits in one jitted call.
+    """``M`` fits of :func:`fit_linear` in one jitted call (work queues).
+
+    Runs :func:`jaxrank.solvers.fit_ssvm_many`: ``batch_size`` fits at a time
+    per device, ``vmap``-ed, each slot refilled with the next problem as soon
+    as its fit stops; every fit equals :func:`fit_linear` run alone (up to
+    float rounding of batched products).
 
     Args:
-        X: ``[n, d]`` float array or BCOO matrix, shared by all tasks.
-        positive: ``[T, n]`` bool labels, one row per task.
-        valid: ``[T, n]`` bool masks of the samples used.
-        C: ``[T]`` float, one trade-off per task.
+        X: ``[n, d]`` float array or BCOO matrix, shared by all fits.
+        positive: ``[M, n]`` bool labels, one row per fit (e.g. per task).
+        valid: ``[M, n]`` bool masks of the samples used (e.g. CV training folds).
+        C: ``[M]`` float, one trade-off per fit.
         tol: ``[]`` relative duality gap.
         loss, kp, method, pos_weight, max_iter, fit_intercept, cache,
             inner_steps: static, as in :func:`fit_linear`; ``kp`` bounds the
-            positives of every task.
+            positives of every fit.
+        batch_size: static number of fits stepped together per device.
+        devices: static tuple of devices to shard the fits over (``None``:
+            the default device).
+        progress: static; report stopped fits to :func:`progress_hook`.
 
     Returns:
-        :class:`jaxrank.solvers.FitResult` with a leading ``[T]`` axis.
+        :class:`jaxrank.solvers.FitResult` with a leading ``[M]`` axis.
     """
 
-    def one(pos, val, c):
-        return fit_linear(
-            X, pos, val, c, tol, loss=loss, kp=kp, method=method,
-            pos_weight=pos_weight, max_iter=max_iter, fit_intercept=fit_intercept,
-            cache=cache, inner_steps=inner_steps,
-        )
+    def oracle(prob, s):
+        pos, val = prob
+        return make_oracle(loss, pos, val, kp=kp, method=method, pos_weight=pos_weight)(s)
 
-    return jax.vmap(one)(positive, valid, C)
+    return fit_ssvm_many(
+        oracle, X, (positive, valid), C, tol=tol, max_iter=max_iter,
+        batch_size=batch_size, devices=devices, fit_intercept=fit_intercept, cache=cache,
+        inner_steps=inner_steps, callback=report_progress if progress else None,
+    )
+
+
+# Host-side progress of batched fits: the jitted kernels call the static
+# function ``report_progress`` (so a new hook never recompiles them), which
+# forwards to the hook installed by ``progress_hook``.
+_PROGRESS_HOOKS = []
+
+
+def report_progress(n_stopped):
+    """Forward ``n_stopped`` finished fits to the innermost :func:`progress_hook`."""
+    if _PROGRESS_HOOKS:
+        _PROGRESS_HOOKS[-1](int(n_stopped))
+
+
+class progress_hook:
+    """Context manager: ``hook(n)`` is called as batches of fits stop.
+
+    Used with the ``progress=True`` kernels (:func:`fit_linear_many`,
+    :func:`jaxrank.sweep`), e.g. to advance a ``tqdm`` bar by ``n``.
+    """
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def __enter__(self):
+        _PROGRESS_HOOKS.append(self.hook)
+        return self
+
+    def __exit__(self, *exc):
+        _PROGRESS_HOOKS.remove(self.hook)
+        return False
+
+
+def resolve_devices(devices):
+    """Static device tuple for the batched kernels.
+
+    ``None`` means every local device of the default backend (on a CPU
+    these are ``jax_num_cpu_devices`` virtual devices, one by default).
+
+    Raises:
+        TypeError: ``devices`` is not ``None`` or a sequence of devices.
+        ValueError: an empty sequence.
+    """
+    if devices is None:
+        return tuple(jax.local_devices())
+    if isinstance(devices, jax.Device):
+        return (devices,)
+    try:
+        devs = tuple(devices)
+    except TypeError:
+        raise TypeError(
+            f"devices must be None or a sequence of jax devices; got {type(devices).__name__}."
+        ) from None
+    if not devs:
+        raise ValueError("devices is empty; pass None for the default devices.")
+    if not all(isinstance(d, jax.Device) for d in devs):
+        raise TypeError("devices must contain jax.Device objects (e.g. jax.devices()).")
+    return devs
+
+
+def check_batch_size(batch_size):
+    """Raise unless ``batch_size`` is an int ``>= 1``."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise TypeError(f"batch_size must be an int >= 1; got {type(batch_size).__name__}.")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1; got {batch_size}.")
 
 
 # ---------------------------------------------------------------------------
@@ -303,7 +382,7 @@ class _LinearRanker(ClassifierMixin, BaseEstimator):
         T = positive.shape[0]
         return fit_linear_many(
             Xj, jnp.asarray(positive), jnp.ones(positive.shape, bool),
-            jnp.full((T,), C), tol, **common,
+            jnp.full((T,), C), tol, devices=resolve_devices(None), **common,
         )
 
     def fit(self, X, y):

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-
-import jax
+import jax.numpy as jnp
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
-
-from jaxrank._src.estimators import fit_linear
-from jaxrank._src.metrics import _ap_kernel
 
 
 def stratified_fold_masks(positive, n_folds, *, random_state=0):
@@ -37,15 +32,13 @@ def stratified_fold_masks(positive, n_folds, *, random_state=0):
     return masks
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("loss", "kp", "method", "pos_weight", "max_iter", "fit_intercept"),
-)
 def cv_grid(
     X, positive, val_masks, Cs, tol, *, loss, kp, method="select", pos_weight=1.0,
-    max_iter=1000, fit_intercept=False,
+    max_iter=1000, fit_intercept=False, batch_size=16, devices=None,
 ):
-    """Fit every (fold, C) pair in one jitted, vmapped call.
+    """Fit every (fold, C) pair of one task in one jitted call.
+
+    :func:`jaxrank.model_selection.sweep_kernel` with a single task.
 
     Args:
         X: ``[n, d]`` array or BCOO.
@@ -56,23 +49,28 @@ def cv_grid(
         loss, kp, method, pos_weight, max_iter, fit_intercept: static, as in
             :func:`jaxrank.solvers.fit_linear`; ``kp`` bounds the positives of
             every training fold.
+        batch_size, devices: static, as in :func:`jaxrank.sweep`.
 
     Returns:
         ``(val_ap [F, G], objective [F, G], num_steps [F, G], converged [F, G])``.
+
+    Raises:
+        ValueError: ``loss`` is not ``"ap"`` or ``"zero_one"``.
     """
+    from jaxrank._src.sweep import sweep_kernel
 
-    def one(val, C):
-        res = fit_linear(
-            X, positive, ~val, C, tol, loss=loss, kp=kp, method=method,
-            pos_weight=pos_weight, max_iter=max_iter, fit_intercept=fit_intercept,
-        )
-        w = res.w
-        s = X @ w[:-1] + w[-1] if fit_intercept else X @ w
-        ap = _ap_kernel(s, positive, val)
-        return ap, res.objective, res.num_steps, res.converged
-
-    over_C = jax.vmap(one, in_axes=(None, 0))
-    return jax.vmap(over_C, in_axes=(0, None))(val_masks, Cs)
+    models = {"ap": "apsvm", "zero_one": "svm"}
+    if loss not in models:
+        raise ValueError(f"loss must be 'ap' or 'zero_one'; got {loss!r}.")
+    out = sweep_kernel(
+        X, jnp.asarray(positive)[None], jnp.asarray(val_masks)[None], jnp.asarray(Cs),
+        jnp.asarray(tol, jnp.float32), jnp.float32(0.5), jnp.float32(jnp.nan),
+        model=models[loss], kp=kp, method=method, pos_weight=float(pos_weight),
+        max_iter=max_iter, fit_intercept=fit_intercept, batch_size=batch_size,
+        devices=devices,
+    )
+    ap, obj, _, steps, conv = (a[0].T for a in out)
+    return ap, obj, steps, conv
 
 
 def ap_scorer(estimator, X, y):

@@ -25,16 +25,23 @@ merged into one aggregate corner) and, between two calls of the oracle, takes
 cheap pairwise (away/toward) line-searched steps among the cached planes (the
 multi-plane Frank-Wolfe of Shah et al. 2015): far fewer calls to inference.
 
-The whole loop is one ``lax.while_loop``: one jitted call per fit, and the
-state holds only arrays, so fits ``vmap`` over ``C`` or over label sets.
+One iteration is :func:`ssvm_step` (one call of the oracle). :func:`fit_ssvm`
+runs one fit as one ``lax.while_loop`` of it; :func:`fit_ssvm_queue` runs
+many fits in one ``lax.while_loop`` over a fixed batch of *slots* (the steps
+of all slots are one ``vmap``-ed step), loading the next problem into a slot
+as soon as its fit stops. A plain ``vmap`` of :func:`fit_ssvm` would run every
+member until the slowest one stops; the queue keeps every slot busy, so ``M``
+fits cost about ``sum(iterations) / slots`` batched steps.
 """
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+import functools
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 
@@ -56,17 +63,35 @@ class FitResult(NamedTuple):
     converged: jax.Array
 
 
-class _State(NamedTuple):
-    w: jax.Array  # current iterate = sum_k beta_k corner_k
-    ell: jax.Array  # sum_k beta_k level_k
+class SolverState(NamedTuple):
+    """State of one fit between two calls of the oracle (see :func:`ssvm_step`).
+
+    Attributes:
+        w: ``[dim]`` current iterate ``= beta @ corners``.
+        ell: ``[]`` ``beta @ levels`` (linear part of the dual).
+        best_w: ``[dim]`` iterate with the lowest primal objective so far.
+        best_obj: ``[]`` that objective (``inf`` before the first call).
+        best_dual: ``[]`` best dual value so far (a lower bound on ``min F``).
+        corners: ``[cache + 1, dim]`` cached planes ``C a_y``; the last row is
+            the aggregate of retired planes.
+        levels: ``[cache + 1]`` their offsets ``C Delta(y)``.
+        beta: ``[cache + 1]`` convex weights of the corners.
+        gram: ``[cache + 1, cache + 1]`` ``corners @ corners.T``.
+        it: ``[]`` int32 calls of the oracle so far.
+        done: ``[]`` bool, the fit has stopped (converged or ``max_iter``).
+    """
+
+    w: jax.Array
+    ell: jax.Array
     best_w: jax.Array
     best_obj: jax.Array
     best_dual: jax.Array
-    corners: jax.Array  # [cache + 1, d]: cached planes C a_y; last = aggregate
-    levels: jax.Array  # [cache + 1]: C Delta(y)
-    beta: jax.Array  # [cache + 1] convex weights
-    gram: jax.Array  # [cache + 1, cache + 1] corners @ corners.T
+    corners: jax.Array
+    levels: jax.Array
+    beta: jax.Array
+    gram: jax.Array
     it: jax.Array
+    done: jax.Array
 
 
 def _matvec(X, w, fit_intercept):
@@ -102,6 +127,142 @@ def _pairwise_step(beta, ell, gram, levels):
     return beta, ell
 
 
+def init_state(dim: int, dtype, cache: int = 32) -> SolverState:
+    """The state before the first oracle call: ``w = 0``, empty plane cache.
+
+    Args:
+        dim: static number of weights (``d``, or ``d + 1`` with an intercept).
+        dtype: float dtype of the weights.
+        cache: static number of cached planes (``>= 1``).
+
+    Returns:
+        :class:`SolverState`.
+    """
+    zeros = jnp.zeros((dim,), dtype)
+    return SolverState(
+        w=zeros,
+        ell=jnp.asarray(0, dtype),
+        best_w=zeros,
+        best_obj=jnp.asarray(jnp.inf, dtype),
+        best_dual=jnp.asarray(0, dtype),
+        corners=jnp.zeros((cache + 1, dim), dtype),
+        levels=jnp.zeros((cache + 1,), dtype),
+        beta=jnp.zeros((cache + 1,), dtype).at[cache].set(1),
+        gram=jnp.zeros((cache + 1, cache + 1), dtype),
+        it=jnp.asarray(0, jnp.int32),
+        done=jnp.asarray(False),
+    )
+
+
+def _converged(best_obj, best_dual, tol):
+    ok = best_obj - best_dual <= tol * jnp.abs(best_obj)
+    return ok & jnp.isfinite(best_obj)
+
+
+def ssvm_step(
+    state: SolverState,
+    oracle: Callable,
+    X,
+    C,
+    *,
+    tol,
+    max_iter: int,
+    fit_intercept: bool = False,
+    inner_steps: int = 32,
+) -> SolverState:
+    """One iteration of the solver: one call of loss-augmented inference.
+
+    Evaluates ``F`` at ``state.w`` (the oracle gives the most-violated output
+    ``y``, its plane ``(C a_y, C Delta(y))`` and the slack), keeps the best
+    iterate, sets ``done`` if the certified relative gap ``(F(w_best) - D) /
+    F(w_best)`` is ``<= tol`` or ``max_iter`` oracle calls were made, then
+    takes the Pegasos / Frank-Wolfe step towards the new plane with exact line
+    search and ``inner_steps`` pairwise steps among the cached planes, and
+    raises the dual bound ``D``. Pure and shape-static: ``vmap`` it over
+    states, problems and ``C``.
+
+    Args:
+        state: :class:`SolverState` (from :func:`init_state` or this function).
+        oracle: ``scores [n] -> MostViolated`` (static under ``jit``).
+        X: ``[n, d]`` float array or BCOO matrix.
+        C: ``[]`` float trade-off ``> 0``.
+        tol: ``[]`` relative duality gap at which the fit stops.
+        max_iter: static bound on the oracle calls of the fit.
+        fit_intercept: static; a regularised constant feature (last weight).
+        inner_steps: static number of cached-plane steps after the oracle call.
+
+    Returns:
+        The next :class:`SolverState` (``it`` increased by one).
+
+    References:
+        Shalev-Shwartz et al., ICML 2007 (Pegasos); Lacoste-Julien et al.,
+        ICML 2013 (Frank-Wolfe view, line search); Shah et al., CVPR 2015
+        (multi-plane cache).
+    """
+    s = state
+    dtype = s.w.dtype
+    C = jnp.asarray(C, dtype)
+    cache = s.levels.shape[0] - 1
+    r = oracle(_matvec(X, s.w, fit_intercept))
+    a = _rmatvec(X, r.coef.astype(dtype), fit_intercept)
+    obj = 0.5 * jnp.dot(s.w, s.w) + C * r.hinge
+    ws, ls = C * a, C * r.loss
+    better = obj < s.best_obj
+    best_w = jnp.where(better, s.w, s.best_w)
+    best_obj = jnp.where(better, obj, s.best_obj)
+    it = s.it + 1
+    done = _converged(best_obj, s.best_dual, tol) | (it >= max_iter)
+    # Retire the oldest cached plane into the aggregate corner, then store
+    # the new plane in its slot.
+    slot = s.it % cache
+    agg = cache
+    b_old, b_agg = s.beta[slot], s.beta[agg]
+    mass = b_old + b_agg
+    mix = jnp.where(mass > 0, b_old / jnp.where(mass > 0, mass, 1), 0)
+    corners = s.corners.at[agg].set((1 - mix) * s.corners[agg] + mix * s.corners[slot])
+    levels = s.levels.at[agg].set((1 - mix) * s.levels[agg] + mix * s.levels[slot])
+    beta = s.beta.at[agg].set(mass).at[slot].set(0)
+    corners = corners.at[slot].set(ws)
+    levels = levels.at[slot].set(ls)
+    # Pegasos / Frank-Wolfe step towards the new plane (line search).
+    d = s.w - ws
+    gap = jnp.dot(s.w, d) - s.ell + ls
+    denom = jnp.dot(d, d)
+    gamma = jnp.clip(gap / jnp.where(denom > 0, denom, 1), 0, 1)
+    gamma = jnp.where(denom > 0, gamma, 0)
+    w = s.w - gamma * d
+    ell = s.ell + gamma * (ls - s.ell)
+    beta = (1 - gamma) * beta
+    beta = beta.at[slot].add(gamma)
+    # Refresh the two changed rows / columns of the Gram matrix.
+    r_slot = corners @ corners[slot]
+    r_agg = corners @ corners[agg]
+    gram = s.gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
+    gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
+    if inner_steps > 0:
+        beta, ell = lax.fori_loop(
+            0, inner_steps, lambda _, c: _pairwise_step(*c, gram, levels), (beta, ell)
+        )
+        w = beta @ corners
+    dual = jnp.maximum(s.best_dual, ell - 0.5 * jnp.dot(w, w))
+    return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done)
+
+
+def state_result(state: SolverState, tol) -> FitResult:
+    """The :class:`FitResult` of a (stopped) fit: its best iterate and bounds."""
+    conv = _converged(state.best_obj, state.best_dual, tol)
+    return FitResult(state.best_w, state.best_obj, state.best_dual, state.it, conv)
+
+
+def _check_static(max_iter, cache, inner_steps):
+    if int(max_iter) < 1:
+        raise ValueError(f"max_iter must be >= 1; got {max_iter!r}.")
+    if int(cache) < 1:
+        raise ValueError(f"cache must be >= 1; got {cache!r}.")
+    if int(inner_steps) < 0:
+        raise ValueError(f"inner_steps must be >= 0; got {inner_steps!r}.")
+
+
 def fit_ssvm(
     oracle: Callable,
     X,
@@ -116,6 +277,9 @@ def fit_ssvm(
 ) -> FitResult:
     r"""Minimise ``1/2 ||w||^2 + C xi(w)`` by Pegasos-style subgradient steps.
 
+    One ``lax.while_loop`` of :func:`ssvm_step`, from ``w = 0`` until the
+    certified relative duality gap is ``<= tol`` or ``max_iter`` oracle calls.
+
     Args:
         oracle: pure function ``scores [n] -> MostViolated`` (loss-augmented
             inference for fixed labels), e.g. a closure over
@@ -126,7 +290,7 @@ def fit_ssvm(
         tol: relative duality gap at which to stop (``>= 0``). The returned
             objective is within ``tol`` (relative) of the exact optimum when
             ``converged`` is True.
-        max_iter: static bound on the calls of ``oracle``.
+        max_iter: static bound on the calls of ``oracle`` (``>= 1``).
         fit_intercept: static; add a regularised constant feature (intercept).
         cache: static number of cached planes (``>= 1``).
         inner_steps: static number of cheap cached-plane steps per oracle call.
@@ -137,6 +301,9 @@ def fit_ssvm(
     Returns:
         :class:`FitResult`.
 
+    Raises:
+        ValueError: ``max_iter < 1``, ``cache < 1`` or ``inner_steps < 0``.
+
     References:
         Shalev-Shwartz, Singer, Srebro, "Pegasos", ICML 2007;
         Lacoste-Julien, Jaggi, Schmidt, Pletscher, "Block-coordinate
@@ -144,88 +311,222 @@ def fit_ssvm(
         Shah, Kolmogorov, Lampert, "A multi-plane block-coordinate Frank-Wolfe
         algorithm for training structural SVMs", CVPR 2015.
     """
-    n, d = X.shape
-    dim = d + 1 if fit_intercept else d
-    dtype = X.dtype
-    C = jnp.asarray(C, dtype)
-    w_init = jnp.zeros((dim,), dtype)
-    inf = jnp.asarray(jnp.inf, dtype)
-
-    def evaluate(w):
-        r = oracle(_matvec(X, w, fit_intercept))
-        a = _rmatvec(X, r.coef.astype(dtype), fit_intercept)
-        obj = 0.5 * jnp.dot(w, w) + C * r.hinge
-        return obj, C * a, C * r.loss
-
-    def cond(s):
-        gap_ok = s.best_obj - s.best_dual <= tol * jnp.abs(s.best_obj)
-        return (s.it < max_iter) & ~(gap_ok & jnp.isfinite(s.best_obj))
+    _check_static(max_iter, cache, inner_steps)
+    dim = X.shape[1] + (1 if fit_intercept else 0)
+    step = functools.partial(
+        ssvm_step, oracle=oracle, X=X, C=C, tol=tol, max_iter=max_iter,
+        fit_intercept=fit_intercept, inner_steps=inner_steps,
+    )
 
     def body(s):
-        obj, ws, ls = evaluate(s.w)
-        better = obj < s.best_obj
-        best_w = jnp.where(better, s.w, s.best_w)
-        best_obj = jnp.where(better, obj, s.best_obj)
-        # Retire the oldest cached plane into the aggregate corner, then store
-        # the new plane in its slot.
-        slot = s.it % cache
-        agg = cache
-        b_old, b_agg = s.beta[slot], s.beta[agg]
-        mass = b_old + b_agg
-        mix = jnp.where(mass > 0, b_old / jnp.where(mass > 0, mass, 1), 0)
-        corners = s.corners.at[agg].set(
-            (1 - mix) * s.corners[agg] + mix * s.corners[slot]
-        )
-        levels = s.levels.at[agg].set((1 - mix) * s.levels[agg] + mix * s.levels[slot])
-        beta = s.beta.at[agg].set(mass).at[slot].set(0)
-        corners = corners.at[slot].set(ws)
-        levels = levels.at[slot].set(ls)
-        # Pegasos / Frank-Wolfe step towards the new plane (line search).
-        d = s.w - ws
-        gap = jnp.dot(s.w, d) - s.ell + ls
-        denom = jnp.dot(d, d)
-        gamma = jnp.clip(gap / jnp.where(denom > 0, denom, 1), 0, 1)
-        gamma = jnp.where(denom > 0, gamma, 0)
-        w = s.w - gamma * d
-        ell = s.ell + gamma * (ls - s.ell)
-        beta = (1 - gamma) * beta
-        beta = beta.at[slot].add(gamma)
-        # Refresh the two changed rows / columns of the Gram matrix.
-        r_slot = corners @ corners[slot]
-        r_agg = corners @ corners[agg]
-        gram = s.gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
-        gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
-
-        def inner(_, carry):
-            return _pairwise_step(*carry, gram, levels)
-
-        if inner_steps > 0:
-            beta, ell = lax.fori_loop(0, inner_steps, inner, (beta, ell))
-            w = beta @ corners
-        dual = jnp.maximum(s.best_dual, ell - 0.5 * jnp.dot(w, w))
+        s = step(s)
         if callback is not None:
-            jax.debug.callback(callback, s.it + 1, best_obj, dual)
-        return _State(
-            w, ell, best_w, best_obj, dual, corners, levels, beta, gram, s.it + 1
+            jax.debug.callback(callback, s.it, s.best_obj, s.best_dual)
+        return s
+
+    state = lax.while_loop(lambda s: ~s.done, body, init_state(dim, X.dtype, cache))
+    return state_result(state, tol)
+
+
+class _Queue(NamedTuple):
+    slots: SolverState  # [B] batched states
+    pos: jax.Array  # [B] int32 problem of each slot; M = idle
+    next: jax.Array  # [] int32 next problem to load
+    out: FitResult  # [M] results
+
+
+def fit_ssvm_queue(
+    oracle: Callable,
+    X,
+    problems: Any,
+    C,
+    *,
+    tol=1e-4,
+    max_iter: int = 2000,
+    batch_size: int = 16,
+    num_problems=None,
+    fit_intercept: bool = False,
+    cache: int = 32,
+    inner_steps: int = 32,
+    callback: Callable | None = None,
+) -> FitResult:
+    r"""``M`` fits of :func:`fit_ssvm` in one ``lax.while_loop`` over ``batch_size`` slots.
+
+    A work queue ("continuous batching"): each loop iteration is one
+    :func:`ssvm_step` ``vmap``-ed over the slots; a slot whose fit stops
+    writes its :class:`FitResult` and loads the next problem (in the order of
+    ``problems``) from ``w = 0``. The loop ends when every problem has
+    stopped. Each fit is the same sequence of iterates as :func:`fit_ssvm`
+    alone (up to float rounding of batched products); the cost is about
+    ``sum(iterations) / batch_size`` batched steps instead of ``max`` per
+    batch for a ``vmap`` of whole fits. Put long fits (large ``C``) first:
+    the loop ends with the slots draining.
+
+    Args:
+        oracle: static ``(problem, scores [n]) -> MostViolated``, where
+            ``problem`` is one entry of ``problems`` (e.g. label and training
+            masks, indices into arrays the oracle closes over).
+        X: ``[n, d]`` float array or BCOO matrix, shared by all problems.
+        problems: pytree of arrays with a leading axis ``[M]``.
+        C: ``[M]`` float trade-offs ``> 0``.
+        tol: ``[]`` relative duality gap of every fit.
+        max_iter: static bound on the oracle calls of each fit.
+        batch_size: static number of slots ``B`` (``>= 1``; capped at ``M``).
+        num_problems: ``[]`` int (traced), only the first ``num_problems``
+            problems are fitted (the rest is padding: results all zero,
+            ``converged`` False). Default ``M``.
+        fit_intercept, cache, inner_steps: static, as in :func:`fit_ssvm`.
+        callback: optional static host function ``(n_stopped) -> None``,
+            called through ``jax.debug.callback`` with the number of fits
+            that stopped in a loop iteration (when it is ``> 0``).
+
+    Returns:
+        :class:`FitResult` with a leading ``[M]`` axis, in problem order.
+
+    Raises:
+        ValueError: ``batch_size < 1``, ``C`` not ``[M]``, or the errors of
+            :func:`fit_ssvm`.
+    """
+    _check_static(max_iter, cache, inner_steps)
+    C = jnp.asarray(C, X.dtype)
+    M = C.shape[0] if C.ndim == 1 else -1
+    for leaf in jax.tree_util.tree_leaves(problems):
+        if leaf.shape[:1] != (M,):
+            raise ValueError(
+                f"every leaf of problems and C must have the leading axis [M]; got C "
+                f"{C.shape} and a leaf of shape {leaf.shape}."
+            )
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1; got {batch_size!r}.")
+    B = min(int(batch_size), M)
+    num = jnp.asarray(M if num_problems is None else num_problems, jnp.int32)
+    dim = X.shape[1] + (1 if fit_intercept else 0)
+    fresh = jax.tree_util.tree_map(
+        lambda a: jnp.broadcast_to(a, (B,) + a.shape), init_state(dim, X.dtype, cache)
+    )
+
+    def step(s, prob, c):
+        return ssvm_step(
+            s, lambda scores: oracle(prob, scores), X, c, tol=tol, max_iter=max_iter,
+            fit_intercept=fit_intercept, inner_steps=inner_steps,
         )
 
-    state = _State(
-        w=w_init,
-        ell=jnp.asarray(0, dtype),
-        best_w=w_init,
-        best_obj=inf,
-        best_dual=jnp.asarray(0, dtype),
-        corners=jnp.zeros((cache + 1, dim), dtype),
-        levels=jnp.zeros((cache + 1,), dtype),
-        beta=jnp.zeros((cache + 1,), dtype).at[cache].set(1),
-        gram=jnp.zeros((cache + 1, cache + 1), dtype),
-        it=jnp.asarray(0, jnp.int32),
+    def body(q):
+        idx = jnp.minimum(q.pos, M - 1)
+        prob = jax.tree_util.tree_map(lambda a: a[idx], problems)
+        slots = jax.vmap(step)(q.slots, prob, C[idx])
+        stopped = slots.done & (q.pos < M)
+        res = jax.vmap(state_result, in_axes=(0, None))(slots, tol)
+        dest = jnp.where(stopped, q.pos, M)
+        out = jax.tree_util.tree_map(
+            lambda o, r: o.at[dest].set(r, mode="drop"), q.out, res
+        )
+        # Refill the stopped slots with the next problems, in order.
+        new = q.next + jnp.cumsum(stopped) - 1
+        pos = jnp.where(stopped, jnp.where(new < num, new, M), q.pos)
+        slots = jax.tree_util.tree_map(
+            lambda f, s: jnp.where(stopped.reshape((B,) + (1,) * (s.ndim - 1)), f, s),
+            fresh, slots,
+        )
+        n_stopped = jnp.sum(stopped, dtype=jnp.int32)
+        if callback is not None:
+            lax.cond(
+                n_stopped > 0,
+                lambda k: jax.debug.callback(callback, k),
+                lambda k: None,
+                n_stopped,
+            )
+        return _Queue(slots, pos.astype(jnp.int32), q.next + n_stopped, out)
+
+    first = jnp.arange(B, dtype=jnp.int32)
+    empty = FitResult(
+        w=jnp.zeros((M, dim), X.dtype),
+        objective=jnp.zeros((M,), X.dtype),
+        dual=jnp.zeros((M,), X.dtype),
+        num_steps=jnp.zeros((M,), jnp.int32),
+        converged=jnp.zeros((M,), bool),
     )
-    state = lax.while_loop(cond, body, state)
-    # Evaluate the last iterate too (the loop only scores iterates it steps from).
-    obj, _, _ = evaluate(state.w)
-    better = obj < state.best_obj
-    best_w = jnp.where(better, state.w, state.best_w)
-    best_obj = jnp.minimum(obj, state.best_obj)
-    converged = best_obj - state.best_dual <= tol * jnp.abs(best_obj)
-    return FitResult(best_w, best_obj, state.best_dual, state.it, converged)
+    q0 = _Queue(fresh, jnp.where(first < num, first, M), jnp.asarray(B, jnp.int32), empty)
+    q = lax.while_loop(lambda q: jnp.any(q.pos < M), body, q0)
+    return q.out
+
+
+def fit_ssvm_many(
+    oracle: Callable,
+    X,
+    problems: Any,
+    C,
+    *,
+    tol=1e-4,
+    max_iter: int = 2000,
+    batch_size: int = 16,
+    devices: tuple | None = None,
+    fit_intercept: bool = False,
+    cache: int = 32,
+    inner_steps: int = 32,
+    callback: Callable | None = None,
+) -> FitResult:
+    r"""``M`` independent fits in one compiled call: work queues, one per device.
+
+    The problems are ordered by decreasing ``C`` (the iterations of a fit
+    grow with ``C``: long fits first, so the queues end with short ones),
+    dealt round-robin to ``devices`` and run by :func:`fit_ssvm_queue` on
+    each device (``jax.shard_map``; every device has its own queue of
+    ``batch_size`` slots, no communication). On a CPU, ``k`` devices are ``k``
+    cores: start JAX with ``jax.config.update("jax_num_cpu_devices", k)``
+    (before the first computation) to use them.
+
+    Args:
+        oracle, X, problems, C, tol, max_iter, fit_intercept, cache,
+            inner_steps, callback: as in :func:`fit_ssvm_queue`.
+        batch_size: static number of slots per device.
+        devices: static tuple of devices to shard the problems over; ``None``
+            or one device runs a single queue on the default device.
+
+    Returns:
+        :class:`FitResult` with a leading ``[M]`` axis, in problem order.
+
+    Raises:
+        ValueError: as :func:`fit_ssvm_queue`.
+    """
+    C = jnp.asarray(C, X.dtype)
+    if C.ndim != 1 or C.shape[0] < 1:
+        raise ValueError(f"C must be a non-empty [M] array; got shape {C.shape}.")
+    M = C.shape[0]
+    order = jnp.argsort(-C, stable=True).astype(jnp.int32)
+    kw = dict(tol=tol, max_iter=max_iter, fit_intercept=fit_intercept, cache=cache,
+              inner_steps=inner_steps, callback=callback)
+    D = 1 if devices is None else min(len(devices), M)  # no idle devices
+    if D <= 1:
+        res = fit_ssvm_queue(
+            oracle, X, jax.tree_util.tree_map(lambda a: a[order], problems), C[order],
+            batch_size=batch_size, **kw,
+        )
+        return jax.tree_util.tree_map(lambda r: jnp.zeros_like(r).at[order].set(r), res)
+    from jax.sharding import Mesh, PartitionSpec
+
+    per = -(-M // D)  # problems per device (the last ones padding)
+    slot = jnp.arange(per * D, dtype=jnp.int32)
+    deal = jnp.where(slot < M, order[jnp.minimum(slot, M - 1)], 0)
+    deal = deal.reshape(per, D).T  # [D, per]: device d gets order[d], order[d + D], ...
+    count = jnp.sum((slot < M).reshape(per, D), axis=0).astype(jnp.int32)  # [D]
+    local_problems = jax.tree_util.tree_map(lambda a: a[deal], problems)
+
+    def local(probs, c, num):
+        res = fit_ssvm_queue(
+            oracle, X, jax.tree_util.tree_map(lambda a: a[0], probs), c[0],
+            batch_size=batch_size, num_problems=num[0], **kw,
+        )
+        return jax.tree_util.tree_map(lambda r: r[None], res)
+
+    spec = PartitionSpec("devices")
+    res = jax.shard_map(
+        local, mesh=Mesh(np.asarray(devices[:D]), ("devices",)), in_specs=spec, out_specs=spec,
+        check_vma=False,
+    )(local_problems, C[deal], count)
+    dest = jnp.where(slot.reshape(per, D).T < M, deal, M).reshape(-1)
+    return jax.tree_util.tree_map(
+        lambda r: jnp.zeros((M,) + r.shape[2:], r.dtype)
+        .at[dest].set(r.reshape((-1,) + r.shape[2:]), mode="drop"),
+        res,
+    )

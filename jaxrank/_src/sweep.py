@@ -1,25 +1,26 @@
 r"""Batched training: every (task, C, fold) fit of a grid search in one jitted call.
 
 :func:`sweep` cross-validates ``C`` for ``T`` ranking tasks that share one
-feature matrix (e.g. the one-vs-rest tasks of a multi-class set) by
-``jax.vmap`` over three axes, innermost first:
+feature matrix (e.g. the one-vs-rest tasks of a multi-class set). Each of the
+``M = T * G * F`` fits is one problem of the solver's work queue
+(:func:`jaxrank.solvers.fit_ssvm_many`):
 
-* CV folds, as ``where``-style masks: fold ``f`` trains on ``~val[f]`` and is
+* CV folds are ``where``-style masks: fold ``f`` trains on ``~val[f]`` and is
   scored on ``val[f]`` (:func:`jaxrank.model_selection.stratified_fold_masks`);
-* the ``C`` grid (``C`` is a traced argument of the solver);
-* tasks: one row of ``positive [T, n]`` (and of the masks, since folds are
-  stratified per task) per task.
+* ``C`` is a traced argument of the solver;
+* tasks are rows of ``positive [T, n]`` (and of the masks, since folds are
+  stratified per task).
 
 The static capacity ``kp`` of AP inference is the largest number of positives
-of any task, a bound for every training fold. All ``T * G * F`` fits run in
-one compiled call; each axis is either vmapped or looped by ``lax.map`` inside
-that call (``vmap_axes``). In a vmapped ``lax.while_loop``
-(:func:`jaxrank.solvers.fit_ssvm`) a fit that has converged keeps its state
-while the others continue, so every fit returns what it would return alone
-(up to float rounding of batched matrix products).
-The best ``C`` of each task (highest mean validation AP, first on ties, as
-``GridSearchCV``) is then refit on all samples, again in one vmapped call
-over tasks.
+of any task, a bound for every training fold, so every fit has the same
+shapes and all of them run in one compiled call: ``batch_size`` fits at a
+time per device are stepped together (one ``vmap``-ed solver iteration), and
+a slot whose fit stops takes the next fit at once, so no slot waits for the
+slowest fit of a batch. Fits are ordered by decreasing ``C`` (their
+iterations grow with ``C``) and dealt to the devices (``shard_map``); every fit
+returns what it would return alone (up to float rounding of batched matrix
+products). The best ``C`` of each task (highest mean validation AP, first on
+ties, as ``GridSearchCV``) is then refit on all samples, again in one call.
 """
 
 from __future__ import annotations
@@ -32,15 +33,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank._src.appx import APSVMApprox, check_k, fit_appx, fit_appx_many
+from jaxrank._src.appx import APSVMApprox, check_k, fit_appx_many
 from jaxrank._src.estimators import (
     APSVM,
     BinarySVM,
     as_features,
     as_label_matrix,
+    check_batch_size,
     check_C,
-    fit_linear,
     fit_linear_many,
+    progress_hook,
+    resolve_devices,
 )
 from jaxrank._src.metrics import _ap_kernel
 from jaxrank._src.model_selection import stratified_fold_masks
@@ -114,32 +117,23 @@ class SweepResult:
         return out
 
 
-def _fit_one(X, pos, train, C, tol, k, C_binary, *, model, kp, method, max_iter,
-             binary_max_iter, pos_weight, fit_intercept, cache, inner_steps):
-    """One fit of ``model``; returns its FitResult."""
-    if model == "apsvm-appx":
-        return fit_appx(
-            X, pos, train, C, C_binary, k, tol, kp=kp, method=method, max_iter=max_iter,
-            binary_max_iter=binary_max_iter, cache=cache, inner_steps=inner_steps,
-        ).fit
-    loss = "ap" if model == "apsvm" else "zero_one"
-    return fit_linear(
-        X, pos, train, C, tol, loss=loss, kp=kp if loss == "ap" else 1, method=method,
-        pos_weight=pos_weight, max_iter=max_iter, fit_intercept=fit_intercept,
-        cache=cache, inner_steps=inner_steps,
-    )
-
-
 _STATIC = ("model", "kp", "method", "max_iter", "binary_max_iter", "pos_weight",
-           "fit_intercept", "vmap_axes", "cache", "inner_steps")
+           "fit_intercept", "cache", "inner_steps", "batch_size", "devices", "progress",
+           "return_weights")
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC)
 def sweep_kernel(X, positive, val_masks, Cs, tol, k, C_binary, *, model, kp,
                  method="select", max_iter=1000, binary_max_iter=2000, pos_weight=1.0,
-                 fit_intercept=False, vmap_axes=("task", "fold"), cache=32,
-                 inner_steps=32):
+                 fit_intercept=False, cache=32, inner_steps=32, batch_size=16,
+                 devices=None, progress=False, return_weights=False):
     """All (task, C, fold) fits in one jitted call.
+
+    The ``M = T * G * F`` fits are problems of
+    :func:`jaxrank.solvers.fit_ssvm_many` (rows ``positive[t]`` and training
+    masks ``~val_masks[t, f]``, trade-off ``Cs[g]``): work queues of
+    ``batch_size`` ``vmap``-ed slots per device, longest fits (largest ``C``)
+    first. APSVMApprox runs its two stages as two such batches.
 
     Args:
         X: ``[n, d]`` float32 array or BCOO matrix.
@@ -150,40 +144,39 @@ def sweep_kernel(X, positive, val_masks, Cs, tol, k, C_binary, *, model, kp,
         k: ``[]`` APPX easy fraction (ignored by other models).
         C_binary: ``[]`` APPX first-stage C, NaN for ``C / n_train``.
         model, kp, method, max_iter, binary_max_iter, pos_weight,
-            fit_intercept, vmap_axes, cache, inner_steps: static (see
-            :func:`sweep`).
+            fit_intercept, cache, inner_steps, batch_size, devices, progress:
+            static (see :func:`sweep`).
+        return_weights: static; also return the weights of every fit.
 
     Returns:
-        ``(val_ap, objective, dual, num_steps, converged)``, each ``[T, G, F]``.
+        ``(val_ap, objective, dual, num_steps, converged)``, each ``[T, G, F]``,
+        and with ``return_weights`` the weights ``[T, G, F, dim]`` (``dim = d
+        + 1`` with an intercept, last).
     """
-    opts = {"model": model, "kp": kp, "method": method, "max_iter": max_iter,
-                "binary_max_iter": binary_max_iter, "pos_weight": pos_weight,
-                "fit_intercept": fit_intercept, "cache": cache, "inner_steps": inner_steps}
-
-    def one(pos, val, C):
-        res = _fit_one(X, pos, ~val, C, tol, k, C_binary, **opts)
-        w = res.w
-        s = X @ w[:-1] + w[-1] if fit_intercept else X @ w
-        ap = _ap_kernel(s, pos, val)
-        return ap, res.objective, res.dual, res.num_steps, res.converged
-
-    bad = set(vmap_axes) - {"task", "C", "fold"}
-    if bad:
-        raise ValueError(f"vmap_axes must be a subset of ('task', 'C', 'fold'); got {vmap_axes!r}.")
-
-    def over_f(pos, val_f, C):  # val_f [F, n]
-        if "fold" in vmap_axes:
-            return jax.vmap(one, in_axes=(None, 0, None))(pos, val_f, C)
-        return jax.lax.map(lambda v: one(pos, v, C), val_f)
-
-    def over_g(pos, val_f, Cs):
-        if "C" in vmap_axes:
-            return jax.vmap(over_f, in_axes=(None, None, 0))(pos, val_f, Cs)
-        return jax.lax.map(lambda c: over_f(pos, val_f, c), Cs)
-
-    if "task" in vmap_axes:
-        return jax.vmap(over_g, in_axes=(0, 0, None))(positive, val_masks, Cs)
-    return jax.lax.map(lambda pv: over_g(pv[0], pv[1], Cs), (positive, val_masks))
+    T, F, n = val_masks.shape
+    G = Cs.shape[0]
+    t, g, f = (a.reshape(-1) for a in jnp.meshgrid(
+        jnp.arange(T), jnp.arange(G), jnp.arange(F), indexing="ij"))
+    pos, train, C = positive[t], ~val_masks[t, f], Cs[g]
+    common = {"method": method, "max_iter": max_iter, "cache": cache,
+              "inner_steps": inner_steps, "batch_size": batch_size, "devices": devices,
+              "progress": progress}
+    if model == "apsvm-appx":
+        res = fit_appx_many(X, pos, train, C, C_binary, k, tol, kp=kp,
+                            binary_max_iter=binary_max_iter, **common).fit
+    else:
+        loss = "ap" if model == "apsvm" else "zero_one"
+        res = fit_linear_many(X, pos, train, C, tol, loss=loss,
+                              kp=kp if loss == "ap" else 1, pos_weight=pos_weight,
+                              fit_intercept=fit_intercept, **common)
+    W = res.w
+    S = X @ W[:, :-1].T + W[:, -1] if fit_intercept else X @ W.T  # [n, M]
+    val_ap = jax.vmap(_ap_kernel)(S.T, pos, ~train)
+    out = (val_ap, res.objective, res.dual, res.num_steps, res.converged)
+    out = tuple(a.reshape(T, G, F) for a in out)
+    if return_weights:
+        out += (W.reshape(T, G, F, W.shape[-1]),)
+    return out
 
 
 def _check_Cs(Cs):
@@ -249,6 +242,29 @@ def _say(verbose, msg):
         print(msg, flush=True)
 
 
+class _Progress:
+    """Host side of ``progress``: a tqdm bar over fits, or a user callable."""
+
+    def __init__(self, progress, total, desc):
+        self.bar, self.fn = None, None
+        if callable(progress):
+            self.fn = progress
+        elif progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="fit", leave=False)
+
+    def __call__(self, n):
+        if self.bar is not None:
+            self.bar.update(n)
+        if self.fn is not None:
+            self.fn(n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
 def sweep(
     X,
     Y,
@@ -267,14 +283,17 @@ def sweep(
     random_state=0,
     refit=True,
     task_names=None,
-    vmap_axes=("task", "fold"),
+    batch_size=16,
+    devices=None,
+    progress=False,
     verbose=False,
 ):
     r"""Cross-validate ``C`` for one or many ranking tasks in one jitted call.
 
-    Every (task, C, fold) fit runs vmapped in a single compiled call
-    (:func:`sweep_kernel`), then the best ``C`` of each task is refit on all
-    samples in a second call (vmapped over tasks).
+    Every (task, C, fold) fit runs in a single compiled call
+    (:func:`sweep_kernel`: work queues of ``batch_size`` ``vmap``-ed fits per
+    device), then the best ``C`` of each task is refit on all samples in a
+    second call.
 
     Args:
         X: ``[n, d]`` dense array or ``scipy.sparse`` matrix (kept sparse).
@@ -296,15 +315,17 @@ def sweep(
         random_state: fold shuffling seed.
         refit: refit the best ``C`` of each task on all samples.
         task_names: optional ``T`` names, for reports.
-        vmap_axes: which of the axes ``"task"``, ``"C"``, ``"fold"`` are
-            ``jax.vmap``-ed; the others run as ``lax.map`` (a loop inside the
-            same compiled call). Every choice gives the same fits in one call.
-            Default ``("task", "fold")``: fastest in ``bench/sweep.py`` on 2 CPU cores
-            (a vmapped ``while_loop`` runs until its slowest member stops, and
-            the iterations grow with ``C``; large batches also push the
-            solver's plane caches ``[batch, 33, d]`` out of the CPU cache).
-            ``("task", "C", "fold")`` vmaps all fits at once.
-        verbose: print progress before/after each compiled call.
+        batch_size: fits stepped together per device (int ``>= 1``; 16 was
+            fastest in ``bench/sweep.py`` on 2 CPU cores). ``batch_size >= T *
+            G * F`` with one device is a plain ``vmap`` of every fit.
+        devices: sequence of ``jax.Device`` to shard the fits over; ``None``:
+            every local device of the default backend. On a CPU each core can
+            be a device: ``jax.config.update("jax_num_cpu_devices", k)`` before
+            JAX's first computation (the ``jaxrank`` command does this).
+        progress: ``True`` shows a ``tqdm`` bar over the fits; a callable is
+            called with the number of fits that stopped (``progress(n)``)
+            while the compiled call runs; ``False`` (default) neither.
+        verbose: print a line before and after each compiled call.
 
     Returns:
         :class:`SweepResult`.
@@ -314,8 +335,9 @@ def sweep(
             outside ``(0, 1]``, non-binary labels or a task column with a
             single class, a fold whose training or validation part lacks a
             positive or a negative (so no validation AP is ever NaN), bad
-            ``X``.
-        TypeError: non-numeric input.
+            ``X``, ``batch_size < 1``, empty ``devices``.
+        TypeError: non-numeric input, a non-int ``batch_size``, ``devices``
+            that are not JAX devices.
     """
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}; got {model!r}.")
@@ -328,6 +350,8 @@ def sweep(
     max_iter = _DEFAULT_MAX_ITER[model] if max_iter is None else int(max_iter)
     if max_iter < 1:
         raise ValueError(f"max_iter must be >= 1; got {max_iter}.")
+    check_batch_size(batch_size)
+    devices = resolve_devices(devices)
     Xj = as_features(X)
     positive, classes, _ = as_label_matrix(Y, Xj.shape[0], "Y")
     T = positive.shape[0]
@@ -339,26 +363,35 @@ def sweep(
     kp = max(int(positive.sum(axis=1).max()), 1) if model != "svm" else 1
     fit_icpt = bool(fit_intercept) and model == "svm"
     static = {"model": model, "kp": kp, "method": inference, "max_iter": max_iter,
-                  "binary_max_iter": int(binary_max_iter), "pos_weight": float(pos_weight),
-                  "fit_intercept": fit_icpt}
-    vmap_axes = tuple(vmap_axes)
+              "binary_max_iter": int(binary_max_iter), "pos_weight": float(pos_weight),
+              "fit_intercept": fit_icpt, "batch_size": int(batch_size),
+              "devices": devices, "progress": bool(progress)}
     cb = np.float32(np.nan if C_binary is None else C_binary)
-    _say(verbose, f"compiling and running {T * G * F} fits ({T} tasks x {G} C x "
-                  f"{F} folds, model {model}) in one call ...")
+    stages = 2 if model == "apsvm-appx" else 1
+    M = T * G * F
+    _say(verbose, f"compiling and running {M} fits ({T} tasks x {G} C x {F} folds, "
+                  f"model {model}) in one call on {len(devices)} device(s) ...")
+    bar = _Progress(progress, stages * M, f"{M} fits" + (" x 2 stages" if stages > 1 else ""))
     t0 = time.perf_counter()
-    out = sweep_kernel(
-        Xj, jnp.asarray(positive), jnp.asarray(masks), jnp.asarray(Cs, jnp.float32),
-        jnp.float32(tol), jnp.float32(k), jnp.asarray(cb), vmap_axes=vmap_axes, **static,
-    )
-    val_ap, obj, dual, steps, conv = (np.asarray(a) for a in jax.block_until_ready(out))
+    try:
+        with progress_hook(bar):
+            out = sweep_kernel(
+                Xj, jnp.asarray(positive), jnp.asarray(masks), jnp.asarray(Cs, jnp.float32),
+                jnp.float32(tol), jnp.float32(k), jnp.asarray(cb), **static,
+            )
+            out = jax.block_until_ready(out)
+            jax.effects_barrier()
+    finally:
+        bar.close()
+    val_ap, obj, dual, steps, conv = (np.asarray(a) for a in out)
     cv_time = time.perf_counter() - t0
     _say(verbose, f"  done in {cv_time:.1f} s ({int(conv.sum())}/{conv.size} converged)")
     mean_ap = val_ap.mean(axis=-1)
     best = np.argmax(mean_ap, axis=1)
     best_C = Cs[best]
     params = {"inference": inference, "max_iter": max_iter, "tol": tol, "k": k,
-                  "C_binary": C_binary, "binary_max_iter": int(binary_max_iter),
-                  "pos_weight": pos_weight, "fit_intercept": fit_icpt}
+              "C_binary": C_binary, "binary_max_iter": int(binary_max_iter),
+              "pos_weight": pos_weight, "fit_intercept": fit_icpt}
     estimators, refit_time = [], 0.0
     if refit:
         _say(verbose, f"refitting the best C of {T} task(s) in one call ...")
@@ -376,23 +409,25 @@ def sweep(
 
 
 def _refit(Xj, positive, best_C, classes, model, static, params, tol, k, cb):
-    """Refit every task at its own C, vmapped over tasks; return estimators."""
+    """Refit every task at its own C in one call (work queues); return estimators."""
     T = positive.shape[0]
     C = jnp.asarray(best_C, jnp.float32)
     valid = jnp.ones(positive.shape, bool)
+    common = {"kp": static["kp"], "method": static["method"],
+              "max_iter": static["max_iter"], "batch_size": static["batch_size"],
+              "devices": static["devices"]}
     if model == "apsvm-appx":
         r = fit_appx_many(
             Xj, jnp.asarray(positive), valid, C, jnp.asarray(cb), jnp.float32(k),
-            jnp.float32(tol), kp=static["kp"], method=static["method"],
-            max_iter=static["max_iter"], binary_max_iter=static["binary_max_iter"],
+            jnp.float32(tol), binary_max_iter=static["binary_max_iter"], **common,
         )
         res = r.fit
     else:
         loss = "ap" if model == "apsvm" else "zero_one"
         res = fit_linear_many(
             Xj, jnp.asarray(positive), valid, C, jnp.float32(tol), loss=loss,
-            kp=static["kp"], method=static["method"], pos_weight=static["pos_weight"],
-            max_iter=static["max_iter"], fit_intercept=static["fit_intercept"],
+            pos_weight=static["pos_weight"], fit_intercept=static["fit_intercept"],
+            **common,
         )
     res = jax.tree_util.tree_map(np.asarray, res)
     out = []
