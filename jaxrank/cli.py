@@ -386,8 +386,8 @@ def build_parser():
                        help="apsvm-appx: C of the first-stage binary SVM (default C/n)")
 
     def batched(q):
-        q.add_argument("--batch-size", type=_positive_int, default=16,
-                       help="fits stepped together per device (default 16)")
+        q.add_argument("--batch-size", type=_positive_int, default=None,
+                       help="fits stepped together per device (default: up to 32)")
         q.add_argument("--devices", type=_positive_int, default=None,
                        help="devices to shard the fits over (default: all; on a CPU, "
                        "one per core)")

@@ -5,6 +5,10 @@ import jax
 import numpy as np
 import pytest
 
+# Two virtual CPU devices (before JAX's first computation), so the tests run
+# the batched fits sharded over devices as `jaxrank sweep` does on 2 cores.
+jax.config.update("jax_num_cpu_devices", 2)
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for `import reference`
 

@@ -190,3 +190,28 @@ def test_rejects_bad_inputs_before_fitting(scene):
         sweep(X, Y[:, 0], Cs=[1.0], cv=masks)
     with pytest.raises(ValueError, match="model must be"):
         sweep(X, Y, Cs=[1.0], model="ranksvm")
+    with pytest.raises(ValueError, match="batch_size"):
+        sweep(X, Y, Cs=[1.0], batch_size=0)
+    with pytest.raises(TypeError, match="batch_size"):
+        sweep(X, Y, Cs=[1.0], batch_size=2.5)
+    with pytest.raises(ValueError, match="devices is empty"):
+        sweep(X, Y, Cs=[1.0], devices=[])
+    with pytest.raises(TypeError, match="jax.Device"):
+        sweep(X, Y, Cs=[1.0], devices=["cpu"])
+
+
+def test_progress_reports_every_fit_and_devices_do_not_change_the_fits(scene, swept):
+    import jax
+
+    X, Y = scene
+    counts = []
+    one = jaxrank.model_selection.sweep(
+        X, Y, Cs=CS, cv=CV, tol=TOL, random_state=0, refit=False, progress=counts.append,
+        devices=jax.devices()[:1], batch_size=5,
+    )
+    assert sum(counts) == one.n_fits == 12 and min(counts) > 0
+    # one device, batch 5 vs the default (two devices, all fits in the slots)
+    assert np.all(one.converged)
+    np.testing.assert_allclose(one.objective, swept.objective, rtol=1e-3)
+    assert np.all(one.objective >= swept.dual * (1 - 1e-5))
+    assert np.all(swept.objective >= one.dual * (1 - 1e-5))

@@ -5,7 +5,12 @@ SVM", NIPS 2014, §3.3:
 
 1. A binary SVM ``w0`` (0-1 loss surrogate, fast inference) is trained on all
    training samples. A sample is *easy* if ``y_i w0^T x_i >= 1`` and
-   *difficult* otherwise.
+   *difficult* otherwise. Numerically the test is ``y_i w0^T x_i >= 1 -
+   MARGIN_TOL`` (``1e-3``): the margin support vectors of an SVM sit at
+   exactly ``y_i w0^T x_i = 1``, so without a tolerance float rounding of
+   ``w0`` (e.g. a batched vs a single fit) would decide which of them are easy;
+   for the same reason, margins within ``MARGIN_TOL`` of 1 are tied in the
+   top-``k`` cut of step 2 (ordered by index).
 2. Only the top ``k`` fraction of the easy set is kept as easy, per class:
    the ``ceil(k |E+|)`` easy positives with the highest ``w0`` scores and the
    ``ceil(k |E-|)`` easy negatives with the lowest; the rest of the easy set
@@ -32,11 +37,11 @@ set of violated easy constraints (``loss = Delta_AP + mu * #violated``,
 ``C mu`` exceeds the largest Lagrange multiplier ``lambda_i`` of the
 constraints (exact-penalty theorem, e.g. Nocedal & Wright, Thm 17.3). The
 binary SVM gives a Slater point: ``w_bar = 2 w0`` satisfies every kept
-constraint with slack ``y_i w_bar^T x_i - 1 >= 1``, so (weak duality, and
-``F* >= 0``) ``sum_i lambda_i <= F(w_bar) = 2 ||w0||^2 + C xi_AP(2 w0; D)``.
-We set::
+constraint with slack ``y_i w_bar^T x_i - 1 >= s = 1 - 2 MARGIN_TOL``, so (weak
+duality, and ``F* >= 0``) ``s sum_i lambda_i <= F(w_bar) = 2 ||w0||^2 + C
+xi_AP(2 w0; D)``. We set::
 
-    mu = 1 + 2 F(2 w0) / C     (i.e. C mu = C + 2 F(2 w0) > 2 sum_i lambda_i)
+    mu = 1 + 2 F(2 w0) / (s C)     (i.e. C mu > 2 F(2 w0) / s >= 2 sum_i lambda_i)
 
 computed inside the jitted fit from one extra oracle call. Because ``C mu / 2``
 is still an exact penalty, the returned iterate satisfies the certified bound
@@ -66,7 +71,10 @@ import numpy as np
 
 from jaxrank._src import inference
 from jaxrank._src.estimators import (
+    DEFAULT_BATCH_SIZE,
     _LinearRanker,
+    choose_batch_size,
+    plane_cache,
     check_C,
     fit_linear,
     fit_linear_many,
@@ -100,6 +108,10 @@ class AppxResult(NamedTuple):
     violation: jax.Array
 
 
+# Margins within this of 1 count as easy (module docstring).
+MARGIN_TOL = 1e-3
+
+
 def check_k(k):
     """Raise unless ``k`` is a number in ``(0, 1]``."""
     if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)):
@@ -111,14 +123,17 @@ def check_k(k):
 def appx_split(scores0, positive, valid, k):
     """Easy/difficult split of §3.3 from the binary-SVM scores.
 
+    Easy: ``y w0^T x >= 1 - MARGIN_TOL`` (module docstring: margin support
+    vectors sit at exactly 1).
+
     Args:
         scores0: ``[n]`` float scores ``w0^T x`` of the binary SVM.
         positive: ``[n]`` bool labels.
         valid: ``[n]`` bool, the training samples (others are in neither set).
         k: ``[]`` float in ``(0, 1]`` (may be traced): fraction of the easy set
             kept, per class; ``ceil(k |E+|)`` positives with the highest
-            scores and ``ceil(k |E-|)`` negatives with the lowest (ties broken
-            by index).
+            scores and ``ceil(k |E-|)`` negatives with the lowest (margins
+            within ``MARGIN_TOL`` of 1 count as tied; ties broken by index).
 
     Returns:
         ``(easy [n] bool, difficult [n] bool)``: disjoint, union = ``valid``.
@@ -126,12 +141,14 @@ def appx_split(scores0, positive, valid, k):
     dtype = scores0.dtype
     y = jnp.where(positive, 1, -1).astype(dtype)
     margin = y * scores0
-    easy_all = valid & (margin >= 1)
+    easy_all = valid & (margin >= 1 - MARGIN_TOL)
     kept = jnp.zeros_like(valid)
     for cls in (positive, ~positive):
         e = easy_all & cls
         m = jnp.ceil(jnp.asarray(k, dtype) * jnp.sum(e).astype(dtype) - 1e-6).astype(jnp.int32)
-        key = jnp.where(e, margin, -jnp.inf)
+        # Margins within MARGIN_TOL of 1 (the margin SVs) are tied, in index order.
+        on_margin = jnp.abs(margin - 1) <= MARGIN_TOL
+        key = jnp.where(e, jnp.where(on_margin, 1, margin), -jnp.inf)
         order = jnp.argsort(-key, stable=True)
         rank = jnp.zeros(key.shape, jnp.int32).at[order].set(jnp.arange(key.shape[0]))
         kept = kept | (e & (rank < m))
@@ -193,7 +210,7 @@ def _second_stage(X, w0, positive, valid, C, k, *, kp, method):
         2 * s0, positive & difficult, ~positive & difficult, kp=kp, method=method
     )
     f_bar = 2 * jnp.dot(w0, w0) + C * jnp.maximum(ap2.hinge, 0)
-    return easy, difficult, 1 + 2 * f_bar / C
+    return easy, difficult, 1 + 2 * f_bar / ((1 - 2 * MARGIN_TOL) * C)
 
 
 def _violation(X, w, positive, easy):
@@ -218,8 +235,8 @@ def fit_appx(
     method="select",
     max_iter=1000,
     binary_max_iter=2000,
-    cache=32,
-    inner_steps=32,
+    cache=None,
+    inner_steps=None,
 ):
     """One jitted AP-SVM-APPX fit (both stages); ``vmap``-able over every array.
 
@@ -239,7 +256,8 @@ def fit_appx(
         max_iter: static bound on the iterations of the second stage.
         binary_max_iter: static bound on the iterations of the first stage.
         cache, inner_steps: static plane-cache settings of :func:`fit_ssvm`
-            (both stages).
+            for the second stage (``None``: ``PLANE_CACHE["appx"]``, 128 and
+            512); the first stage uses the binary SVM's defaults.
 
     Returns:
         :class:`AppxResult`.
@@ -248,9 +266,9 @@ def fit_appx(
     C = jnp.asarray(C, dtype)
     res0 = fit_linear(
         X, positive, valid, _binary_C(C, C_binary, valid, dtype), tol, loss="zero_one",
-        kp=1, max_iter=binary_max_iter, fit_intercept=False, cache=cache,
-        inner_steps=inner_steps,
+        kp=1, max_iter=binary_max_iter, fit_intercept=False,
     )
+    cache, inner_steps = plane_cache("appx", cache, inner_steps)
     easy, difficult, mu = _second_stage(X, res0.w, positive, valid, C, k, kp=kp,
                                         method=method)
     oracle = appx_oracle(positive, easy, difficult, mu, kp=kp, method=method)
@@ -267,7 +285,8 @@ def fit_appx(
 )
 def fit_appx_many(
     X, positive, valid, C, C_binary, k, tol, *, kp, method="select", max_iter=1000,
-    binary_max_iter=2000, cache=32, inner_steps=32, batch_size=16, devices=None,
+    binary_max_iter=2000, cache=None, inner_steps=None, batch_size=DEFAULT_BATCH_SIZE,
+    devices=None,
     progress=False,
 ):
     """``M`` AP-SVM-APPX fits in one jitted call: each stage is one batch of work queues.
@@ -296,9 +315,10 @@ def fit_appx_many(
     C = jnp.asarray(C, dtype)
     res0 = fit_linear_many(
         X, positive, valid, _binary_C(C, C_binary, valid, dtype), tol, loss="zero_one",
-        kp=1, max_iter=binary_max_iter, fit_intercept=False, cache=cache,
-        inner_steps=inner_steps, batch_size=batch_size, devices=devices, progress=progress,
+        kp=1, max_iter=binary_max_iter, fit_intercept=False, batch_size=batch_size,
+        devices=devices, progress=progress,
     )
+    cache, inner_steps = plane_cache("appx", cache, inner_steps)
     split = functools.partial(_second_stage, kp=kp, method=method)
     easy, difficult, mu = jax.vmap(split, in_axes=(None, 0, 0, 0, 0, None))(
         X, res0.w, positive, valid, C, k
@@ -324,12 +344,13 @@ class APSVMApprox(_LinearRanker):
     set into easy (``y w0^T x >= 1``) and difficult samples; the top ``k``
     fraction of the easy samples of each class (positives with the highest
     ``w0`` scores, negatives with the lowest) stay easy, the others become
-    difficult; then problem (10) is solved::
+    difficult (margins within ``MARGIN_TOL = 1e-3`` of 1, i.e. the margin
+    support vectors of ``w0``, count as easy); then problem (10) is solved::
 
         min_w 1/2 ||w||^2 + C xi_AP(w; difficult)  s.t.  y_i w^T x_i >= 1 (kept easy)
 
     with the constraints as an exact ``l1`` penalty of weight ``mu = 1 + 2
-    F(2 w0) / C`` (module :mod:`jaxrank._src.appx` docstring: why this ``mu``
+    F(2 w0) / ((1 - 2e-3) C)`` (module :mod:`jaxrank._src.appx` docstring: why this ``mu``
     makes the penalty exact). At the solution every kept easy sample satisfies
     ``y w^T x >= 1 - 2 gap / (C mu)`` (``>= 1 - tol`` when ``converged_``).
     ``k = 1`` keeps the whole easy set (the paper's (10) without the top-k
@@ -418,12 +439,13 @@ class APSVMApprox(_LinearRanker):
         kp = max(int(positive.sum(axis=1).max()), 1)
         T = positive.shape[0]
         cb = np.nan if self.C_binary is None else float(self.C_binary)
+        devices = resolve_devices(None)
         r = fit_appx_many(
             Xj, jnp.asarray(positive), jnp.ones(positive.shape, bool),
             jnp.full((T,), float(self.C), jnp.float32), jnp.float32(cb),
             jnp.float32(self.k), jnp.float32(self.tol), kp=kp, method=opts["method"],
             max_iter=int(self.max_iter), binary_max_iter=int(self.binary_max_iter),
-            devices=resolve_devices(None),
+            devices=devices, batch_size=choose_batch_size(None, T, Xj.shape[1], len(devices)),
         )
         self._appx = r
         return r.fit

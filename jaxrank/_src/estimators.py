@@ -128,6 +128,34 @@ def check_C(C, name="C"):
 # The one jitted fit.
 # ---------------------------------------------------------------------------
 
+# Plane cache of the solver by loss: (cached planes, pairwise steps per oracle
+# call). Sums of per-sample hinges (binary SVM, APPX's penalised constraints)
+# need many planes at the optimum, and with 32/32 the cached-plane QP is
+# solved too loosely (20 Newsgroups, C=10: 20000 oracle calls unconverged vs
+# 237 with 128/512); AP-SVM needs the same number of oracle calls either way
+# and 32/32 is faster per call (bench/plane_cache.py).
+PLANE_CACHE = {"ap": (32, 32), "zero_one": (128, 512), "appx": (128, 512)}
+
+
+def plane_cache(loss, cache=None, inner_steps=None):
+    """``(cache, inner_steps)`` for ``loss``: the given values or the defaults.
+
+    Raises:
+        ValueError: unknown ``loss``.
+    """
+    if loss not in PLANE_CACHE:
+        raise ValueError(f"loss must be one of {tuple(PLANE_CACHE)}; got {loss!r}.")
+    c, i = PLANE_CACHE[loss]
+    return (c if cache is None else int(cache), i if inner_steps is None else int(inner_steps))
+
+
+# Slots per device of the batched kernels: 32 was the fastest of 8/16/32 in
+# bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)
+# * dim`` floats each) are kept under this many bytes per device.
+DEFAULT_BATCH_SIZE = 32
+_SLOT_CACHE_BYTES = 2**28
+
+
 
 def _progress(it, obj, dual):
     it = int(it)
@@ -183,8 +211,8 @@ def fit_linear(
     max_iter=1000,
     fit_intercept=False,
     verbose=False,
-    cache=32,
-    inner_steps=32,
+    cache=None,
+    inner_steps=None,
 ):
     """One jitted fit of a linear structural SVM (the path every model uses).
 
@@ -201,12 +229,15 @@ def fit_linear(
         max_iter: static bound on calls of loss-augmented inference.
         fit_intercept: static, add a regularised constant feature.
         verbose: static, print progress every 25 iterations.
-        cache: static number of cached planes of :func:`fit_ssvm`.
-        inner_steps: static cached-plane steps per oracle call.
+        cache: static number of cached planes of :func:`fit_ssvm` (``None``:
+            ``PLANE_CACHE[loss]``, 32 for ``"ap"``, 128 for ``"zero_one"``).
+        inner_steps: static cached-plane steps per oracle call (``None``: 32
+            for ``"ap"``, 512 for ``"zero_one"``).
 
     Returns:
         :class:`jaxrank.solvers.FitResult`.
     """
+    cache, inner_steps = plane_cache(loss, cache, inner_steps)
     oracle = make_oracle(loss, positive, valid, kp=kp, method=method, pos_weight=pos_weight)
     return fit_ssvm(
         oracle,
@@ -239,9 +270,9 @@ def fit_linear_many(
     pos_weight=1.0,
     max_iter=1000,
     fit_intercept=False,
-    cache=32,
-    inner_steps=32,
-    batch_size=16,
+    cache=None,
+    inner_steps=None,
+    batch_size=DEFAULT_BATCH_SIZE,
     devices=None,
     progress=False,
 ):
@@ -269,6 +300,8 @@ def fit_linear_many(
     Returns:
         :class:`jaxrank.solvers.FitResult` with a leading ``[M]`` axis.
     """
+
+    cache, inner_steps = plane_cache(loss, cache, inner_steps)
 
     def oracle(prob, s):
         pos, val = prob
@@ -339,12 +372,32 @@ def resolve_devices(devices):
     return devs
 
 
-def check_batch_size(batch_size):
-    """Raise unless ``batch_size`` is an int ``>= 1``."""
+def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
+    """Validate ``batch_size``, or choose it (``None``) for the batched kernels.
+
+    ``None`` gives ``DEFAULT_BATCH_SIZE`` slots per device, fewer when the
+    ``n_fits`` fits do not fill them (``ceil(n_fits / n_devices)``) or when
+    the slots' plane caches (``batch_size * (cache + 1) * dim * 4`` bytes)
+    would exceed 256 MB per device (high-dimensional ``X``).
+
+    Returns:
+        int ``>= 1``.
+
+    Raises:
+        TypeError: ``batch_size`` is not ``None`` or an int.
+        ValueError: ``batch_size < 1``.
+    """
+    if batch_size is None:
+        per_device = -(-int(n_fits) // max(int(n_devices), 1))
+        memory = _SLOT_CACHE_BYTES // (4 * (cache + 1) * max(int(dim), 1))
+        return int(max(1, min(DEFAULT_BATCH_SIZE, per_device, memory)))
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-        raise TypeError(f"batch_size must be an int >= 1; got {type(batch_size).__name__}.")
+        raise TypeError(
+            f"batch_size must be None or an int >= 1; got {type(batch_size).__name__}."
+        )
     if batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1; got {batch_size}.")
+        raise ValueError(f"batch_size must be None or an int >= 1; got {batch_size}.")
+    return int(batch_size)
 
 
 # ---------------------------------------------------------------------------
@@ -380,9 +433,12 @@ class _LinearRanker(ClassifierMixin, BaseEstimator):
             )
             return jax.tree_util.tree_map(lambda a: a[None], res)
         T = positive.shape[0]
+        devices = resolve_devices(None)
         return fit_linear_many(
             Xj, jnp.asarray(positive), jnp.ones(positive.shape, bool),
-            jnp.full((T,), C), tol, devices=resolve_devices(None), **common,
+            jnp.full((T,), C), tol, devices=devices,
+            batch_size=choose_batch_size(None, T, Xj.shape[1] + 1, len(devices),
+                                     plane_cache(self._loss)[0]), **common,
         )
 
     def fit(self, X, y):

@@ -34,7 +34,7 @@ def stratified_fold_masks(positive, n_folds, *, random_state=0):
 
 def cv_grid(
     X, positive, val_masks, Cs, tol, *, loss, kp, method="select", pos_weight=1.0,
-    max_iter=1000, fit_intercept=False, batch_size=16, devices=None,
+    max_iter=1000, fit_intercept=False, batch_size=None, devices=None,
 ):
     """Fit every (fold, C) pair of one task in one jitted call.
 
@@ -49,16 +49,23 @@ def cv_grid(
         loss, kp, method, pos_weight, max_iter, fit_intercept: static, as in
             :func:`jaxrank.solvers.fit_linear`; ``kp`` bounds the positives of
             every training fold.
-        batch_size, devices: static, as in :func:`jaxrank.sweep`.
+        batch_size: fits per device, ``None`` chooses (as :func:`jaxrank.sweep`).
+        devices: tuple of devices to shard the fits over (``None``: default device).
 
     Returns:
         ``(val_ap [F, G], objective [F, G], num_steps [F, G], converged [F, G])``.
 
     Raises:
-        ValueError: ``loss`` is not ``"ap"`` or ``"zero_one"``.
+        ValueError: ``loss`` is not ``"ap"`` or ``"zero_one"``, ``batch_size < 1``.
+        TypeError: ``batch_size`` is not ``None`` or an int.
     """
+    from jaxrank._src.estimators import choose_batch_size
     from jaxrank._src.sweep import sweep_kernel
 
+    n_dev = 1 if devices is None else len(devices)
+    batch_size = choose_batch_size(
+        batch_size, val_masks.shape[0] * len(Cs), X.shape[1] + int(fit_intercept), n_dev
+    )
     models = {"ap": "apsvm", "zero_one": "svm"}
     if loss not in models:
         raise ValueError(f"loss must be 'ap' or 'zero_one'; got {loss!r}.")

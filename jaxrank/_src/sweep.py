@@ -39,9 +39,11 @@ from jaxrank._src.estimators import (
     BinarySVM,
     as_features,
     as_label_matrix,
-    check_batch_size,
+    DEFAULT_BATCH_SIZE,
     check_C,
+    choose_batch_size,
     fit_linear_many,
+    plane_cache,
     progress_hook,
     resolve_devices,
 )
@@ -125,8 +127,9 @@ _STATIC = ("model", "kp", "method", "max_iter", "binary_max_iter", "pos_weight",
 @functools.partial(jax.jit, static_argnames=_STATIC)
 def sweep_kernel(X, positive, val_masks, Cs, tol, k, C_binary, *, model, kp,
                  method="select", max_iter=1000, binary_max_iter=2000, pos_weight=1.0,
-                 fit_intercept=False, cache=32, inner_steps=32, batch_size=16,
-                 devices=None, progress=False, return_weights=False):
+                 fit_intercept=False, cache=None, inner_steps=None,
+                 batch_size=DEFAULT_BATCH_SIZE, devices=None, progress=False,
+                 return_weights=False):
     """All (task, C, fold) fits in one jitted call.
 
     The ``M = T * G * F`` fits are problems of
@@ -283,7 +286,7 @@ def sweep(
     random_state=0,
     refit=True,
     task_names=None,
-    batch_size=16,
+    batch_size=None,
     devices=None,
     progress=False,
     verbose=False,
@@ -315,9 +318,12 @@ def sweep(
         random_state: fold shuffling seed.
         refit: refit the best ``C`` of each task on all samples.
         task_names: optional ``T`` names, for reports.
-        batch_size: fits stepped together per device (int ``>= 1``; 16 was
-            fastest in ``bench/sweep.py`` on 2 CPU cores). ``batch_size >= T *
-            G * F`` with one device is a plain ``vmap`` of every fit.
+        batch_size: fits stepped together per device (int ``>= 1``), or
+            ``None``: 32 (the fastest of 8/16/32 in ``bench/sweep.py`` on 2
+            CPU cores), fewer if the fits do not fill the slots or their plane
+            caches would exceed 256 MB per device
+            (:func:`jaxrank._src.estimators.choose_batch_size`). ``batch_size
+            >= T * G * F`` on one device is a plain ``vmap`` of every fit.
         devices: sequence of ``jax.Device`` to shard the fits over; ``None``:
             every local device of the default backend. On a CPU each core can
             be a device: ``jax.config.update("jax_num_cpu_devices", k)`` before
@@ -350,7 +356,6 @@ def sweep(
     max_iter = _DEFAULT_MAX_ITER[model] if max_iter is None else int(max_iter)
     if max_iter < 1:
         raise ValueError(f"max_iter must be >= 1; got {max_iter}.")
-    check_batch_size(batch_size)
     devices = resolve_devices(devices)
     Xj = as_features(X)
     positive, classes, _ = as_label_matrix(Y, Xj.shape[0], "Y")
@@ -362,6 +367,10 @@ def sweep(
     F, G = masks.shape[1], Cs.shape[0]
     kp = max(int(positive.sum(axis=1).max()), 1) if model != "svm" else 1
     fit_icpt = bool(fit_intercept) and model == "svm"
+    dim = Xj.shape[1] + int(fit_icpt)
+    cache = plane_cache({"apsvm": "ap", "svm": "zero_one", "apsvm-appx": "appx"}[model])[0]
+    refit_batch = choose_batch_size(batch_size, T, dim, len(devices), cache)
+    batch_size = choose_batch_size(batch_size, T * G * F, dim, len(devices), cache)
     static = {"model": model, "kp": kp, "method": inference, "max_iter": max_iter,
               "binary_max_iter": int(binary_max_iter), "pos_weight": float(pos_weight),
               "fit_intercept": fit_icpt, "batch_size": int(batch_size),
@@ -396,8 +405,8 @@ def sweep(
     if refit:
         _say(verbose, f"refitting the best C of {T} task(s) in one call ...")
         t0 = time.perf_counter()
-        estimators = _refit(Xj, positive, best_C, classes, model, static, params,
-                            tol, k, cb)
+        estimators = _refit(Xj, positive, best_C, classes, model,
+                            dict(static, batch_size=refit_batch), params, tol, k, cb)
         refit_time = time.perf_counter() - t0
         _say(verbose, f"  done in {refit_time:.1f} s")
     return SweepResult(
