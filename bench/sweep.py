@@ -11,7 +11,9 @@ all in this process:
 * ``Python loop``: 400 calls of the jitted single fit
   ``jaxrank.solvers.fit_linear`` on the default device (compiled once,
   compile time excluded and reported separately; results fetched after the
-  loop, so the loop never waits on the host).
+  loop, so the loop never waits on the host), timed both in this process
+  (where JAX has one CPU device per core) and in a fresh child process with
+  JAX's default single CPU device; speed-ups are against the faster one.
 * ``jaxrank.model_selection.sweep_kernel`` (what ``jaxrank.sweep`` runs), one
   jitted call for all 400 fits:
   - ``vmap of all 400 fits``: ``batch_size=400`` on one device, i.e. one
@@ -21,8 +23,10 @@ all in this process:
     machine's cores as JAX CPU devices (``jax_num_cpu_devices``).
 
 Every batched objective is checked against the same fit run alone (max
-relative difference reported; must be <= 0.1 %). Times are medians of
-``--repeats`` runs after a compiling run.
+relative difference reported; must be <= 0.1 %). Every variant is compiled
+and run once first; then ``--repeats`` rounds time every variant once each
+(interleaved, so slow periods of a shared machine hit all alike); the
+tables give medians and the min-max range.
 
 Second part (Tables 2/3 of the paper): time per call of loss-augmented
 inference for BinarySVM, APSVM and APSVMApprox (k = 0.5), averaged over the
@@ -30,7 +34,7 @@ inference for BinarySVM, APSVM and APSVMApprox (k = 0.5), averaged over the
 ``t = 0, 0.25, ..., 1`` between the initial ``w = 0`` and the solution), and
 the total inference time of one training (time per call x iterations).
 
-    python bench/sweep.py            # about 5 minutes on 2 CPU cores
+    python bench/sweep.py            # about 10 minutes on 2 CPU cores
     python bench/sweep.py --quick    # smaller data and grid, for a smoke test
 """
 
@@ -104,7 +108,8 @@ def one_vs_rest(y, T):
     return np.stack([(y == g) for g in range(T)], axis=1).astype(np.int8)
 
 
-def time_batched(X, Y, masks, Cs, kp, tol, max_iter, batch_size, n_devices, repeats):
+def compile_batched(X, Y, masks, Cs, kp, tol, max_iter, batch_size, n_devices):
+    """Compile sweep_kernel for one (batch size, devices) variant: (seconds, run())."""
     args = (jnp.asarray(X), jnp.asarray(Y.T > 0), jnp.asarray(masks),
             jnp.asarray(Cs, jnp.float32), jnp.float32(tol), jnp.float32(0.5),
             jnp.float32(np.nan))
@@ -113,15 +118,18 @@ def time_batched(X, Y, masks, Cs, kp, tol, max_iter, batch_size, n_devices, repe
     compiled = sweep_kernel.lower(*args, model="apsvm", kp=kp, max_iter=max_iter,
                                   batch_size=batch_size, devices=devices).compile()
     t_compile = time.perf_counter() - t0
-    runs = []
-    for _ in range(repeats + 1):  # the first run warms up
+    jax.block_until_ready(compiled(*args))  # warm-up run
+
+    def run():
         t0 = time.perf_counter()
         out = jax.block_until_ready(compiled(*args))
-        runs.append(time.perf_counter() - t0)
-    return t_compile, float(np.median(runs[1:])), [np.asarray(a) for a in out]
+        return time.perf_counter() - t0, [np.asarray(a) for a in out]
+
+    return t_compile, run
 
 
-def time_loop(X, Y, masks, Cs, kp, tol, max_iter, repeats):
+def compile_loop(X, Y, masks, Cs, kp, tol, max_iter):
+    """Compile the single fit; run() times the Python loop over all fits."""
     Xj = jnp.asarray(X)
     T, F = masks.shape[:2]
     pos = [jnp.asarray(Y[:, t] > 0) for t in range(T)]
@@ -132,17 +140,19 @@ def time_loop(X, Y, masks, Cs, kp, tol, max_iter, repeats):
     t_compile = time.perf_counter() - t0
     Cj = [jnp.float32(C) for C in Cs]
     tolj = jnp.float32(tol)
-    runs = []
-    for _ in range(repeats):
+    jax.block_until_ready(compiled(Xj, pos[0], train[0][0], Cj[0], tolj))
+
+    def run():
         t0 = time.perf_counter()
         res = [[[compiled(Xj, pos[t], train[t][f], C, tolj) for f in range(F)]
                 for C in Cj] for t in range(T)]
         res = jax.block_until_ready(res)
-        runs.append(time.perf_counter() - t0)
-    get = lambda name: np.array([[[np.asarray(getattr(r, name)) for r in rg] for rg in rt]
-                                 for rt in res])
-    return (t_compile, float(np.median(runs)), get("objective"), get("dual"),
-            get("num_steps"), get("converged"))
+        dt = time.perf_counter() - t0
+        get = lambda name: np.array([[[np.asarray(getattr(r, name)) for r in rg]
+                                      for rg in rt] for rt in res])
+        return dt, [get(k) for k in ("objective", "dual", "num_steps", "converged")]
+
+    return t_compile, run
 
 
 def _time_call(fn, *args, repeat=10):
@@ -194,8 +204,8 @@ def inference_times(X, Y, C, C_svm, appx_max_iter=300):
 
 
 def _loop_in_fresh_process(args):
-    """Time the loop in a child process with JAX's default CPU configuration."""
-    cmd = [sys.executable, __file__, "--loop-only", "--repeats", str(args.repeats)]
+    """Time the loop once in a child process with JAX's default CPU configuration."""
+    cmd = [sys.executable, __file__, "--loop-only"]
     if args.quick:
         cmd.append("--quick")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -205,10 +215,11 @@ def _loop_in_fresh_process(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per variant (median)")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="interleaved rounds; every variant is timed once per round (median)")
     p.add_argument("--output", default=str(OUT))
     p.add_argument("--loop-only", action="store_true",
-                   help="internal: time only the loop and print it as JSON")
+                   help="internal: time the loop once and print it as JSON")
     args = p.parse_args()
     t_all = time.perf_counter()
     n_train = 400 if args.quick else 1000
@@ -223,47 +234,63 @@ def main():
                       for t in range(T)])
     kp = int(Y.sum(axis=0).max())
     n_fits = T * len(Cs) * F
-    loop_repeats = max(1, args.repeats - 1)
     if args.loop_only:
-        lc, lr, *_ = time_loop(Xtr, Y, masks, Cs, kp, tol, max_iter, loop_repeats)
-        print(json.dumps({"compile": lc, "run": lr, "devices": len(jax.devices())}))
+        lc, run = compile_loop(Xtr, Y, masks, Cs, kp, tol, max_iter)
+        print(json.dumps({"compile": lc, "run": run()[0], "devices": len(jax.devices())}))
         return
     print(f"20news: {Xtr.shape[0]} x {Xtr.shape[1]}, {T} tasks, positives "
           f"{Y.sum(axis=0).tolist()}; {n_fits} fits; {len(jax.devices())} CPU devices",
           flush=True)
 
-    fresh = _loop_in_fresh_process(args)
-    print(f"loop in a fresh process ({fresh['devices']} device): compile "
-          f"{fresh['compile']:.1f} s, run {fresh['run']:.2f} s", flush=True)
-    lc, lr_here, lobj, ldual, lsteps, lconv = time_loop(Xtr, Y, masks, Cs, kp, tol,
-                                                        max_iter, loop_repeats)
-    print(f"loop in this process: compile {lc:.1f} s, run {lr_here:.2f} s", flush=True)
-    # The baseline is the faster of the two loops (conservative speed-ups).
-    lr = min(lr_here, fresh["run"])
-    results = [
-        (f"Python loop of jitted single fits (fresh process, JAX default: "
-         f"{fresh['devices']} CPU device)", "1", "1", fresh["compile"], fresh["run"], 0.0,
-         lsteps, lconv),
-        (f"Python loop of jitted single fits (this process, {N_CORES} CPU devices)",
-         "1", "1", lc, lr_here, 0.0, lsteps, lconv),
-    ]
+    # Compile everything first, then time the variants in interleaved rounds so
+    # that a slow period of the machine hits all of them alike.
+    lc, loop_run = compile_loop(Xtr, Y, masks, Cs, kp, tol, max_iter)
     variants = [(n_fits, 1, "one vmap of all fits (one while_loop)")]
     variants += [(b, 1, "work queue") for b in (8, 16, 32)]
     if N_CORES > 1:
         variants += [(b, N_CORES, "work queues, one per core") for b in (8, 16, 32)]
+    compiled = []
     for bs, nd, label in variants:
-        bc, br, out = time_batched(Xtr, Y.astype(bool), masks, Cs, kp, tol, max_iter,
-                                   bs, nd, args.repeats)
+        bc, run = compile_batched(Xtr, Y.astype(bool), masks, Cs, kp, tol, max_iter, bs, nd)
+        print(f"compiled {label}, batch {bs} x {nd} device(s): {bc:.1f} s", flush=True)
+        compiled.append((bs, nd, label, bc, run))
+    times = {"fresh": [], "here": []}
+    times.update({i: [] for i in range(len(compiled))})
+    outs, fresh = {}, None
+    for r in range(args.repeats):
+        fresh = _loop_in_fresh_process(args)
+        times["fresh"].append(fresh["run"])
+        dt, loop_out = loop_run()
+        times["here"].append(dt)
+        for i, (*_, run) in enumerate(compiled):
+            dt, outs[i] = run()
+            times[i].append(dt)
+        print(f"round {r + 1}: loop fresh {times['fresh'][-1]:.2f} s, here "
+              f"{times['here'][-1]:.2f} s, batched "
+              + ", ".join(f"{times[i][-1]:.2f}" for i in range(len(compiled))), flush=True)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    lobj, ldual, lsteps, lconv = loop_out
+    # The baseline is the faster of the two loops (conservative speed-ups).
+    lr = min(med["fresh"], med["here"])
+    results = [
+        (f"Python loop of jitted single fits (fresh process, JAX default: "
+         f"{fresh['devices']} CPU device)", "1", "1", fresh["compile"], med["fresh"], 0.0,
+         lsteps, lconv),
+        (f"Python loop of jitted single fits (this process, {N_CORES} CPU devices)",
+         "1", "1", lc, med["here"], 0.0, lsteps, lconv),
+    ]
+    for i, (bs, nd, label, bc, _) in enumerate(compiled):
+        out = outs[i]
         obj, dual = out[1], out[2]
         rel = float(np.max(np.abs(obj / lobj - 1)))
         # both certified: each primal objective is >= the other's dual bound
         cross = bool(np.all(obj >= ldual * (1 - 1e-5)) and np.all(lobj >= dual * (1 - 1e-5)))
-        print(f"{label} batch {bs} x {nd} device(s): compile {bc:.1f} s, run {br:.2f} s "
-              f"({lr / br:.2f}x), max rel obj diff {rel:.2e}, cross-certified {cross}",
-              flush=True)
+        print(f"{label} batch {bs} x {nd} device(s): run {med[i]:.2f} s ({lr / med[i]:.2f}x), "
+              f"max rel obj diff {rel:.2e}, cross-certified {cross}", flush=True)
         assert rel <= 1e-3, f"batched objective differs from the single fit by {rel:.2e}"
         assert cross, "a batched objective is below the single fit's dual bound (or v.v.)"
-        results.append((label, str(bs), str(nd), bc, br, rel, out[3], out[4]))
+        results.append((label, str(bs), str(nd), bc, med[i], rel, out[3], out[4]))
+    spread = {k: (min(v), max(v)) for k, v in times.items()}
 
     # Tables 2/3: inference time per call, on the full training subset.
     inf = inference_times(Xtr, Y, C=10.0, C_svm=1.0)
@@ -281,22 +308,25 @@ def main():
         f"tol {tol:g} (relative duality gap), max_iter {max_iter}.",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU "
         f"cores, jax {jax.__version__}, CPU backend ({N_CORES} JAX CPU devices). Times: "
-        f"median of {args.repeats} runs (loop: {loop_repeats}); speed-ups are against "
-        f"the faster loop ({lr:.2f} s). Total benchmark time {total:.0f} s.",
+        f"median of {args.repeats} interleaved rounds (every variant once per round, "
+        f"after compiling and a warm-up run); speed-ups are against the faster loop "
+        f"({lr:.2f} s). Total benchmark time {total:.0f} s.",
         "",
-        "| method | batch size (per device) | devices | compile (s) | run (s) | "
-        "speed-up vs loop | oracle calls: sum / max | converged | max rel. objective "
-        "diff vs single fit |",
+        "| method | batch size (per device) | devices | compile (s) | run (s), median "
+        "[min-max] | speed-up vs loop | oracle calls: sum / max | converged | max rel. "
+        "objective diff vs single fit |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, bs, nd, c, r, rel, steps, conv in results:
-        if name.startswith("Python loop") and "fresh" in name:
-            lines.append(f"| {name} | 1 | 1 | {c:.1f} | {r:.2f} | {lr / r:.2f}x | "
-                         "(same fits) | | |")
+    keys = ["fresh", "here"] + list(range(len(compiled)))
+    for key, (name, bs, nd, c, r, rel, steps, conv) in zip(keys, results):
+        lo, hi = spread[key]
+        if key == "fresh":
+            lines.append(f"| {name} | 1 | 1 | {c:.1f} | {r:.2f} [{lo:.2f}-{hi:.2f}] | "
+                         f"{lr / r:.2f}x | (same fits) | | |")
             continue
-        lines.append(f"| {name} | {bs} | {nd} | {c:.1f} | {r:.2f} | {lr / r:.2f}x | "
-                     f"{int(steps.sum())} / {int(steps.max())} | {int(conv.sum())}/"
-                     f"{conv.size} | {rel:.1e} |")
+        lines.append(f"| {name} | {bs} | {nd} | {c:.1f} | {r:.2f} [{lo:.2f}-{hi:.2f}] | "
+                     f"{lr / r:.2f}x | {int(steps.sum())} / {int(steps.max())} | "
+                     f"{int(conv.sum())}/{conv.size} | {rel:.1e} |")
     lines += [
         "",
         f"Best: **{lr / best[4]:.1f}x** ({best[0]}, batch {best[1]}, {best[2]} devices); "
