@@ -23,15 +23,22 @@ SVM", NIPS 2014, §3.3:
    is the 1-slack AP loss of eq. (3) restricted to the difficult samples.
 
 **Constraints by an exact penalty.** The hard constraints are moved into the
-slack (``l1`` exact penalty)::
+objective as an ``l1`` exact penalty::
 
-    xi_total(w) = xi_AP(w; D) + mu * sum_{i in E_kept} max(0, 1 - y_i w^T x_i)
+    F(w) = 1/2 ||w||^2 + C xi_AP(w; D) + C mu sum_{i in E_kept} max(0, 1 - y_i w^T x_i)
 
-which is again a 1-slack structural loss: its loss-augmented inference
-(:func:`appx_oracle`) returns the AP most-violated ranking of ``D`` plus the
-set of violated easy constraints (``loss = Delta_AP + mu * #violated``,
-``coef = g_AP + mu * y`` on the violated easy samples), so
-:func:`jaxrank.solvers.fit_ssvm` solves it unchanged.
+The AP term keeps its 1-slack form (loss-augmented inference
+:func:`appx_oracle` = the AP most-violated ranking of ``D``); the penalty is a
+per-sample hinge block (:class:`jaxrank.solvers.HingeBlock` with weight ``C
+mu`` on the kept easy samples, :func:`appx_constraints`) with one dual
+variable ``alpha_i`` in ``[0, C mu]`` per constraint, which
+:func:`jaxrank.solvers.fit_ssvm` updates by a projected-gradient step with
+line search at every iteration. (Folding the penalty into the 1-slack loss
+instead, with one plane per iteration for the set of violated constraints,
+gives the same problem but converges far more slowly: on 20 Newsgroups, 2000
+iterations unconverged against 18 for the block at ``C = 30``.) The returned
+``dual`` is a lower bound on the optimum of the penalised problem, so the
+usual certificate ``objective - dual`` holds.
 
 **Choice of mu.** The penalised problem has the same minimiser as (10) when
 ``C mu`` exceeds the largest Lagrange multiplier ``lambda_i`` of the
@@ -81,8 +88,7 @@ from jaxrank._src.estimators import (
     report_progress,
     resolve_devices,
 )
-from jaxrank._src.inference import MostViolated
-from jaxrank._src.solvers import FitResult, fit_ssvm, fit_ssvm_many
+from jaxrank._src.solvers import FitResult, HingeBlock, fit_ssvm, fit_ssvm_many
 
 
 class AppxResult(NamedTuple):
@@ -155,43 +161,47 @@ def appx_split(scores0, positive, valid, k):
     return kept, valid & ~kept
 
 
-def appx_oracle(positive, easy, difficult, mu, *, kp, method="select"):
-    """Loss-augmented inference of the penalised problem (10): ``scores -> MostViolated``.
+def appx_oracle(positive, difficult, *, kp, method="select"):
+    """Loss-augmented inference of problem (10)'s AP term: ``scores -> MostViolated``.
 
-    The most violated output is the AP most-violated ranking of the difficult
-    samples together with the set of violated easy constraints::
-
-        loss = Delta_AP(D) + mu * #{i in E : y_i s_i < 1}
-        coef = g_AP(D) + mu * y_i on those i
-        hinge = xi_AP(D) + mu * sum_{i in E} max(0, 1 - y_i s_i)
+    The AP most-violated ranking (eq. (4), Alg. 1-3) of the difficult samples
+    only; the easy samples get coefficient 0 (their constraints are the
+    hinge block of :func:`appx_constraints`).
 
     Args:
         positive: ``[n]`` bool labels.
-        easy: ``[n]`` bool constrained samples.
-        difficult: ``[n]`` bool samples of the AP term (disjoint from ``easy``).
-        mu: ``[]`` penalty weight ``> 0``.
+        difficult: ``[n]`` bool samples of the AP term ``D``.
         kp: static bound on the positives of ``difficult``.
         method: static AP inference method.
 
     Returns:
-        A function ``scores [n] -> MostViolated`` (``interleaving_rank`` of the
-        AP part).
+        A function ``scores [n] -> MostViolated``.
     """
 
     def oracle(s):
-        ap = inference.ap_most_violated_masked(
+        return inference.ap_most_violated_masked(
             s, positive & difficult, ~positive & difficult, kp=kp, method=method
         )
-        dtype = s.dtype
-        y = jnp.where(positive, 1, -1).astype(dtype)
-        viol = easy & (y * s < 1)
-        mu_ = jnp.asarray(mu, dtype)
-        loss = ap.loss + mu_ * jnp.sum(viol).astype(dtype)
-        coef = ap.coef + jnp.where(viol, mu_ * y, 0)
-        hinge = ap.hinge + mu_ * jnp.sum(jnp.where(viol, 1 - y * s, 0))
-        return MostViolated(loss, coef, hinge, ap.interleaving_rank)
 
     return oracle
+
+
+def appx_constraints(positive, easy, C, mu):
+    """The constraints of problem (10) as an exact-penalty :class:`HingeBlock`.
+
+    Args:
+        positive: ``[n]`` bool labels.
+        easy: ``[n]`` bool kept easy samples (constraints ``y_i w^T x_i >= 1``).
+        C: ``[]`` float trade-off of problem (10).
+        mu: ``[]`` float exact-penalty weight (module docstring).
+
+    Returns:
+        ``HingeBlock(weights [n] = C mu on the easy samples, else 0; labels
+        [n] = +1 / -1)``, dtype of ``mu``.
+    """
+    mu = jnp.asarray(mu)
+    y = jnp.where(positive, 1, -1).astype(mu.dtype)
+    return HingeBlock(jnp.where(easy, C * mu, 0).astype(mu.dtype), y)
 
 
 def _binary_C(C, C_binary, valid, dtype):
@@ -256,8 +266,8 @@ def fit_appx(
         max_iter: static bound on the iterations of the second stage.
         binary_max_iter: static bound on the iterations of the first stage.
         cache, inner_steps: static plane-cache settings of :func:`fit_ssvm`
-            for the second stage (``None``: ``PLANE_CACHE["appx"]``, 128 and
-            512); the first stage uses the binary SVM's defaults.
+            for the second stage (``None``: ``PLANE_CACHE["appx"]``, 32 and
+            32); the first stage uses the binary SVM's defaults.
 
     Returns:
         :class:`AppxResult`.
@@ -271,9 +281,10 @@ def fit_appx(
     cache, inner_steps = plane_cache("appx", cache, inner_steps)
     easy, difficult, mu = _second_stage(X, res0.w, positive, valid, C, k, kp=kp,
                                         method=method)
-    oracle = appx_oracle(positive, easy, difficult, mu, kp=kp, method=method)
+    oracle = appx_oracle(positive, difficult, kp=kp, method=method)
     res = fit_ssvm(oracle, X, C=C, tol=tol, max_iter=max_iter, fit_intercept=False,
-                   cache=cache, inner_steps=inner_steps)
+                   cache=cache, inner_steps=inner_steps,
+                   hinge=appx_constraints(positive, easy, C, mu))
     violation = _violation(X, res.w, positive, easy)
     return AppxResult(res, res0.w, res0.num_steps, easy, difficult, mu, violation)
 
@@ -325,12 +336,13 @@ def fit_appx_many(
     )
 
     def oracle(prob, s):
-        return appx_oracle(*prob, kp=kp, method=method)(s)
+        return appx_oracle(prob[0], prob[2], kp=kp, method=method)(s)
 
     res = fit_ssvm_many(
-        oracle, X, (positive, easy, difficult, mu), C, tol=tol, max_iter=max_iter,
+        oracle, X, (positive, easy, difficult, C * mu), C, tol=tol, max_iter=max_iter,
         batch_size=batch_size, devices=devices, cache=cache, inner_steps=inner_steps,
         callback=report_progress if progress else None,
+        hinge=lambda prob: appx_constraints(prob[0], prob[1], 1, prob[3]),
     )
     violation = jax.vmap(_violation, in_axes=(None, 0, 0, 0))(X, res.w, positive, easy)
     return AppxResult(res, res0.w, res0.num_steps, easy, difficult, mu, violation)

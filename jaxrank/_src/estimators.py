@@ -134,7 +134,7 @@ def check_C(C, name="C"):
 # solved too loosely (20 Newsgroups, C=10: 20000 oracle calls unconverged vs
 # 237 with 128/512); AP-SVM needs the same number of oracle calls either way
 # and 32/32 is faster per call (bench/plane_cache.py).
-PLANE_CACHE = {"ap": (32, 32), "zero_one": (128, 512), "appx": (128, 512)}
+PLANE_CACHE = {"ap": (32, 32), "zero_one": (128, 512), "appx": (32, 32)}
 
 
 def plane_cache(loss, cache=None, inner_steps=None):

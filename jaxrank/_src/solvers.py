@@ -25,6 +25,21 @@ merged into one aggregate corner) and, between two calls of the oracle, takes
 cheap pairwise (away/toward) line-searched steps among the cached planes (the
 multi-plane Frank-Wolfe of Shah et al. 2015): far fewer calls to inference.
 
+**Hinge block.** A sum of per-sample hinges ``sum_i u_i max(0, 1 - y_i
+w^T x_i)`` (e.g. the exact penalty of the constraints of AP-SVM-APPX) can be
+written into the 1-slack loss too, but one plane per iteration converges
+slowly on it (its planes are the ``2^n`` subsets of violated samples).
+Instead, ``ssvm_step`` can keep it as an ``n``-slack block (Hsieh et al.
+2008): dual variables ``alpha_i`` in ``[0, u_i]``, ``w = sum_y beta_y C a_y +
+sum_i alpha_i y_i x_i``, dual ``D = ell + sum_i alpha_i - 1/2 ||w||^2``, and
+every iteration, after the plane steps, one scaled projected-gradient step
+on ``alpha`` (all coordinates at once, ``alpha_i - (y_i w^T x_i - 1) /
+||x_i||^2`` clipped to the box, then exact line search along that
+direction; costs one ``X @ w`` and one ``X.T @ g``). On AP-SVM-APPX (20
+Newsgroups, 1000 posts, C = 300) this converges in 174 oracle calls; the
+same step from the scores of the oracle call (no extra ``X @ w``) took 565,
+and 2 or 4 steps per call 192 and 133 calls at more time per call.
+
 One iteration is :func:`ssvm_step` (one call of the oracle). :func:`fit_ssvm`
 runs one fit as one ``lax.while_loop`` of it; :func:`fit_ssvm_queue` runs
 many fits in one ``lax.while_loop`` over a fixed batch of *slots* (the steps
@@ -63,6 +78,22 @@ class FitResult(NamedTuple):
     converged: jax.Array
 
 
+class HingeBlock(NamedTuple):
+    """Per-sample hinge terms ``sum_i weights_i max(0, 1 - labels_i w^T x_i)``.
+
+    Added to the objective of :func:`fit_ssvm` and solved as an ``n``-slack
+    block (module docstring). Samples with weight 0 are not in the block.
+
+    Attributes:
+        weights: ``[n]`` float ``>= 0``, in units of the objective (not
+            multiplied by ``C``).
+        labels: ``[n]`` float, ``+1`` / ``-1``.
+    """
+
+    weights: jax.Array
+    labels: jax.Array
+
+
 class SolverState(NamedTuple):
     """State of one fit between two calls of the oracle (see :func:`ssvm_step`).
 
@@ -79,6 +110,9 @@ class SolverState(NamedTuple):
         gram: ``[cache + 1, cache + 1]`` ``corners @ corners.T``.
         it: ``[]`` int32 calls of the oracle so far.
         done: ``[]`` bool, the fit has stopped (converged or ``max_iter``).
+        alpha: ``[n_hinge]`` dual variables of the hinge block (``[0]``
+            without one).
+        w_hinge: ``[dim]`` ``sum_i alpha_i y_i x_i`` (part of ``w``).
     """
 
     w: jax.Array
@@ -92,6 +126,8 @@ class SolverState(NamedTuple):
     gram: jax.Array
     it: jax.Array
     done: jax.Array
+    alpha: jax.Array
+    w_hinge: jax.Array
 
 
 def _matvec(X, w, fit_intercept):
@@ -129,13 +165,15 @@ def _pairwise_step(beta, ell, v, gram, levels):
     return beta, ell, v
 
 
-def init_state(dim: int, dtype, cache: int = 32) -> SolverState:
+def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverState:
     """The state before the first oracle call: ``w = 0``, empty plane cache.
 
     Args:
         dim: static number of weights (``d``, or ``d + 1`` with an intercept).
         dtype: float dtype of the weights.
         cache: static number of cached planes (``>= 1``).
+        n_hinge: static number of samples ``n`` with a :class:`HingeBlock`, 0
+            without one.
 
     Returns:
         :class:`SolverState`.
@@ -153,7 +191,38 @@ def init_state(dim: int, dtype, cache: int = 32) -> SolverState:
         gram=jnp.zeros((cache + 1, cache + 1), dtype),
         it=jnp.asarray(0, jnp.int32),
         done=jnp.asarray(False),
+        alpha=jnp.zeros((n_hinge,), dtype),
+        w_hinge=zeros,
     )
+
+
+def row_sq_norms(X, fit_intercept: bool = False):
+    """``[n]`` squared norms ``||x_i||^2`` of the rows (``+ 1`` with an intercept).
+
+    Args:
+        X: ``[n, d]`` float array or 2-D BCOO matrix.
+        fit_intercept: add the constant feature.
+    """
+    if isinstance(X, jnp.ndarray):
+        q = jnp.sum(X * X, axis=1)
+    else:  # BCOO: scatter the squared entries by row (padding indices drop)
+        q = jnp.zeros((X.shape[0],), X.dtype).at[X.indices[:, 0]].add(
+            X.data * X.data, mode="drop")
+    return q + 1 if fit_intercept else q
+
+
+def _hinge_step(alpha, w, w_hinge, scores, hinge, sq_norms, X, fit_intercept):
+    """One scaled projected-gradient step with line search on the hinge block."""
+    u, y = hinge.weights, hinge.labels
+    grad = y * scores - 1  # -dD/dalpha_i
+    scale = jnp.where(sq_norms > 0, sq_norms, 1)
+    delta = jnp.clip(alpha - grad / scale, 0, u) - alpha
+    dw = _rmatvec(X, delta * y, fit_intercept)
+    num = jnp.sum(delta) - jnp.dot(w, dw)  # dD/dt at t = 0
+    den = jnp.dot(dw, dw)
+    t = jnp.where(den > 0, num / jnp.where(den > 0, den, 1), jnp.where(num > 0, 1, 0))
+    t = jnp.clip(t, 0, 1)
+    return alpha + t * delta, w + t * dw, w_hinge + t * dw
 
 
 def _converged(best_obj, best_dual, tol):
@@ -171,6 +240,8 @@ def ssvm_step(
     max_iter: int,
     fit_intercept: bool = False,
     inner_steps: int = 32,
+    hinge: HingeBlock | None = None,
+    sq_norms=None,
 ) -> SolverState:
     """One iteration of the solver: one call of loss-augmented inference.
 
@@ -192,6 +263,11 @@ def ssvm_step(
         max_iter: static bound on the oracle calls of the fit.
         fit_intercept: static; a regularised constant feature (last weight).
         inner_steps: static number of cached-plane steps after the oracle call.
+        hinge: optional :class:`HingeBlock` added to the objective (the
+            state must come from ``init_state(..., n_hinge=n)``); one
+            projected-gradient step on its dual after the plane steps.
+        sq_norms: ``[n]`` :func:`row_sq_norms` of ``X`` (computed here if
+            ``None``; pass it to avoid recomputing it at every step).
 
     Returns:
         The next :class:`SolverState` (``it`` increased by one).
@@ -205,9 +281,16 @@ def ssvm_step(
     dtype = s.w.dtype
     C = jnp.asarray(C, dtype)
     cache = s.levels.shape[0] - 1
-    r = oracle(_matvec(X, s.w, fit_intercept))
+    scores = _matvec(X, s.w, fit_intercept)
+    r = oracle(scores)
     a = _rmatvec(X, r.coef.astype(dtype), fit_intercept)
     obj = 0.5 * jnp.dot(s.w, s.w) + C * r.hinge
+    alpha, w_hinge = s.alpha, s.w_hinge
+    if hinge is not None:
+        hinge = HingeBlock(*(jnp.asarray(h, dtype) for h in hinge))
+        obj = obj + jnp.sum(hinge.weights * jnp.maximum(0, 1 - hinge.labels * scores))
+        if sq_norms is None:
+            sq_norms = row_sq_norms(X, fit_intercept)
     ws, ls = C * a, C * r.loss
     better = obj < s.best_obj
     best_w = jnp.where(better, s.w, s.best_w)
@@ -226,8 +309,9 @@ def ssvm_step(
     beta = s.beta.at[agg].set(mass).at[slot].set(0)
     corners = corners.at[slot].set(ws)
     levels = levels.at[slot].set(ls)
-    # Pegasos / Frank-Wolfe step towards the new plane (line search).
-    d = s.w - ws
+    # Pegasos / Frank-Wolfe step towards the new plane (line search); only
+    # the plane part w - w_hinge moves.
+    d = (s.w - w_hinge) - ws
     gap = jnp.dot(s.w, d) - s.ell + ls
     denom = jnp.dot(d, d)
     gamma = jnp.clip(gap / jnp.where(denom > 0, denom, 1), 0, 1)
@@ -244,17 +328,32 @@ def ssvm_step(
     if inner_steps > 0:
         beta, ell, _ = lax.fori_loop(
             0, inner_steps, lambda _, c: _pairwise_step(*c, gram, levels),
-            (beta, ell, gram @ beta),
+            (beta, ell, gram @ beta + (corners @ w_hinge if hinge is not None else 0)),
         )
-        w = beta @ corners
-    dual = jnp.maximum(s.best_dual, ell - 0.5 * jnp.dot(w, w))
-    return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done)
+        w = beta @ corners + w_hinge
+    if hinge is not None:
+        # One projected-gradient step on the hinge block at the new w.
+        alpha, w, w_hinge = _hinge_step(alpha, w, w_hinge, _matvec(X, w, fit_intercept), hinge,
+                                        sq_norms, X, fit_intercept)
+    dual = jnp.maximum(s.best_dual, ell + jnp.sum(alpha) - 0.5 * jnp.dot(w, w))
+    return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done,
+                       alpha, w_hinge)
 
 
 def state_result(state: SolverState, tol) -> FitResult:
     """The :class:`FitResult` of a (stopped) fit: its best iterate and bounds."""
     conv = _converged(state.best_obj, state.best_dual, tol)
     return FitResult(state.best_w, state.best_obj, state.best_dual, state.it, conv)
+
+
+def _check_hinge(hinge, X):
+    n = X.shape[0]
+    if len(hinge) != 2 or any(jnp.shape(h) != (n,) for h in hinge):
+        raise ValueError(
+            f"hinge must be a HingeBlock(weights [n], labels [n]) with n = {n} rows of X; "
+            f"got shapes {[jnp.shape(h) for h in hinge]}."
+        )
+    return n
 
 
 def _check_static(max_iter, cache, inner_steps):
@@ -277,6 +376,7 @@ def fit_ssvm(
     cache: int = 32,
     inner_steps: int = 32,
     callback: Callable | None = None,
+    hinge: HingeBlock | None = None,
 ) -> FitResult:
     r"""Minimise ``1/2 ||w||^2 + C xi(w)`` by Pegasos-style subgradient steps.
 
@@ -300,6 +400,10 @@ def fit_ssvm(
         callback: optional host function ``(it, objective, dual) -> None``
             called through ``jax.debug.callback`` at every oracle call
             (progress output). Static.
+        hinge: optional :class:`HingeBlock` ``([n], [n])``: the objective
+            becomes ``1/2 ||w||^2 + C xi(w) + sum_i u_i max(0, 1 - y_i
+            w^T x_i)``, the hinges solved as an ``n``-slack block (module
+            docstring); ``objective`` and ``dual`` include it.
 
     Returns:
         :class:`FitResult`.
@@ -316,9 +420,11 @@ def fit_ssvm(
     """
     _check_static(max_iter, cache, inner_steps)
     dim = X.shape[1] + (1 if fit_intercept else 0)
+    n_hinge = 0 if hinge is None else _check_hinge(hinge, X)
     step = functools.partial(
         ssvm_step, oracle=oracle, X=X, C=C, tol=tol, max_iter=max_iter,
-        fit_intercept=fit_intercept, inner_steps=inner_steps,
+        fit_intercept=fit_intercept, inner_steps=inner_steps, hinge=hinge,
+        sq_norms=None if hinge is None else row_sq_norms(X, fit_intercept),
     )
 
     def body(s):
@@ -327,7 +433,7 @@ def fit_ssvm(
             jax.debug.callback(callback, s.it, s.best_obj, s.best_dual)
         return s
 
-    state = lax.while_loop(lambda s: ~s.done, body, init_state(dim, X.dtype, cache))
+    state = lax.while_loop(lambda s: ~s.done, body, init_state(dim, X.dtype, cache, n_hinge))
     return state_result(state, tol)
 
 
@@ -352,6 +458,7 @@ def fit_ssvm_queue(
     cache: int = 32,
     inner_steps: int = 32,
     callback: Callable | None = None,
+    hinge: Callable | None = None,
 ) -> FitResult:
     r"""``M`` fits of :func:`fit_ssvm` in one ``lax.while_loop`` over ``batch_size`` slots.
 
@@ -382,6 +489,8 @@ def fit_ssvm_queue(
         callback: optional static host function ``(n_stopped) -> None``,
             called through ``jax.debug.callback`` with the number of fits
             that stopped in a loop iteration (when it is ``> 0``).
+        hinge: optional static ``problem -> HingeBlock`` (per-sample hinge
+            terms of each fit, as in :func:`fit_ssvm`).
 
     Returns:
         :class:`FitResult` with a leading ``[M]`` axis, in problem order.
@@ -404,14 +513,18 @@ def fit_ssvm_queue(
     B = min(int(batch_size), M)
     num = jnp.asarray(M if num_problems is None else num_problems, jnp.int32)
     dim = X.shape[1] + (1 if fit_intercept else 0)
+    n_hinge = 0 if hinge is None else X.shape[0]
+    sq_norms = None if hinge is None else row_sq_norms(X, fit_intercept)
     fresh = jax.tree_util.tree_map(
-        lambda a: jnp.broadcast_to(a, (B,) + a.shape), init_state(dim, X.dtype, cache)
+        lambda a: jnp.broadcast_to(a, (B,) + a.shape),
+        init_state(dim, X.dtype, cache, n_hinge),
     )
 
     def step(s, prob, c):
         return ssvm_step(
             s, lambda scores: oracle(prob, scores), X, c, tol=tol, max_iter=max_iter,
             fit_intercept=fit_intercept, inner_steps=inner_steps,
+            hinge=None if hinge is None else hinge(prob), sq_norms=sq_norms,
         )
 
     def body(q):
@@ -468,6 +581,7 @@ def fit_ssvm_many(
     cache: int = 32,
     inner_steps: int = 32,
     callback: Callable | None = None,
+    hinge: Callable | None = None,
 ) -> FitResult:
     r"""``M`` independent fits in one compiled call: work queues, one per device.
 
@@ -481,7 +595,7 @@ def fit_ssvm_many(
 
     Args:
         oracle, X, problems, C, tol, max_iter, fit_intercept, cache,
-            inner_steps, callback: as in :func:`fit_ssvm_queue`.
+            inner_steps, callback, hinge: as in :func:`fit_ssvm_queue`.
         batch_size: static number of slots per device.
         devices: static tuple of devices to shard the problems over; ``None``
             or one device runs a single queue on the default device.
@@ -498,7 +612,7 @@ def fit_ssvm_many(
     M = C.shape[0]
     order = jnp.argsort(-C, stable=True).astype(jnp.int32)
     kw = dict(tol=tol, max_iter=max_iter, fit_intercept=fit_intercept, cache=cache,
-              inner_steps=inner_steps, callback=callback)
+              inner_steps=inner_steps, callback=callback, hinge=hinge)
     D = 1 if devices is None else min(len(devices), M)  # no idle devices
     if D <= 1:
         res = fit_ssvm_queue(
