@@ -315,19 +315,28 @@ def fit_appx_many(
         C_binary, k, tol: ``[]`` as in :func:`fit_appx` (shared).
         kp, method, max_iter, binary_max_iter, cache, inner_steps: static, as
             in :func:`fit_appx`.
-        batch_size, devices, progress: static, as in
+        batch_size, progress: static, as in
             :func:`jaxrank.solvers.fit_linear_many` (progress counts each
             stage of a fit as one fit).
+        devices: static, accepted for a uniform signature but not used: both
+            stages run on the default device (see the comment in the code:
+            sharding them in one program gave invalid dual bounds on XLA CPU).
 
     Returns:
         :class:`AppxResult` with a leading ``[M]`` axis.
     """
+    # Both stages run as one work queue on the default device, whatever
+    # ``devices`` says: with the stages sharded over 2 XLA CPU devices in one
+    # program (jax 0.10.2), some second-stage fits returned a dual above their
+    # objective (20 Newsgroups, 20 fits, 8 slots), while each stage sharded in
+    # a program of its own, and both stages on one device, were correct.
+    del devices
     dtype = X.dtype
     C = jnp.asarray(C, dtype)
     res0 = fit_linear_many(
         X, positive, valid, _binary_C(C, C_binary, valid, dtype), tol, loss="zero_one",
         kp=1, max_iter=binary_max_iter, fit_intercept=False, batch_size=batch_size,
-        devices=devices, progress=progress,
+        devices=None, progress=progress,
     )
     cache, inner_steps = plane_cache("appx", cache, inner_steps)
     split = functools.partial(_second_stage, kp=kp, method=method)
@@ -340,7 +349,7 @@ def fit_appx_many(
 
     res = fit_ssvm_many(
         oracle, X, (positive, easy, difficult, C * mu), C, tol=tol, max_iter=max_iter,
-        batch_size=batch_size, devices=devices, cache=cache, inner_steps=inner_steps,
+        batch_size=batch_size, devices=None, cache=cache, inner_steps=inner_steps,
         callback=report_progress if progress else None,
         hinge=lambda prob: appx_constraints(prob[0], prob[1], 1, prob[3]),
     )
@@ -361,10 +370,13 @@ class APSVMApprox(_LinearRanker):
 
         min_w 1/2 ||w||^2 + C xi_AP(w; difficult)  s.t.  y_i w^T x_i >= 1 (kept easy)
 
-    with the constraints as an exact ``l1`` penalty of weight ``mu = 1 + 2
-    F(2 w0) / ((1 - 2e-3) C)`` (module :mod:`jaxrank._src.appx` docstring: why this ``mu``
-    makes the penalty exact). At the solution every kept easy sample satisfies
-    ``y w^T x >= 1 - 2 gap / (C mu)`` (``>= 1 - tol`` when ``converged_``).
+    with the constraints as an exact ``l1`` penalty ``C mu sum_i max(0, 1 -
+    y_i w^T x_i)``, ``mu = 1 + 2 F(2 w0) / ((1 - 2e-3) C)`` (module
+    :mod:`jaxrank._src.appx` docstring: why this ``mu`` makes the penalty
+    exact), solved as a per-sample hinge block
+    (:class:`jaxrank.solvers.HingeBlock`) next to the 1-slack AP term. At the
+    solution every kept easy sample satisfies ``y w^T x >= 1 - 2 gap / (C
+    mu)`` (``>= 1 - tol`` when ``converged_``).
     ``k = 1`` keeps the whole easy set (the paper's (10) without the top-k
     rule); smaller ``k`` moves more samples into the AP term (closer to
     AP-SVM, slower).

@@ -129,11 +129,12 @@ def check_C(C, name="C"):
 # ---------------------------------------------------------------------------
 
 # Plane cache of the solver by loss: (cached planes, pairwise steps per oracle
-# call). Sums of per-sample hinges (binary SVM, APPX's penalised constraints)
-# need many planes at the optimum, and with 32/32 the cached-plane QP is
-# solved too loosely (20 Newsgroups, C=10: 20000 oracle calls unconverged vs
-# 237 with 128/512); AP-SVM needs the same number of oracle calls either way
-# and 32/32 is faster per call (bench/plane_cache.py).
+# call). The binary SVM's sum of per-sample hinges needs many planes at the
+# optimum, and with 32/32 the cached-plane QP is solved too loosely (20
+# Newsgroups, 1000 posts, C=10: 20000 oracle calls unconverged vs 237 with
+# 128/512); AP-SVM needed the same number of oracle calls either way and 32/32
+# is faster per call. APPX's constraints are a HingeBlock (not planes), so its
+# planes are AP planes only.
 PLANE_CACHE = {"ap": (32, 32), "zero_one": (128, 512), "appx": (32, 32)}
 
 

@@ -629,7 +629,7 @@ def fit_ssvm_many(
     count = jnp.sum((slot < M).reshape(per, D), axis=0).astype(jnp.int32)  # [D]
     local_problems = jax.tree_util.tree_map(lambda a: a[deal], problems)
 
-    def local(probs, c, num):
+    def local(probs, c, num, X):
         res = fit_ssvm_queue(
             oracle, X, jax.tree_util.tree_map(lambda a: a[0], probs), c[0],
             batch_size=batch_size, num_problems=num[0], **kw,
@@ -637,10 +637,11 @@ def fit_ssvm_many(
         return jax.tree_util.tree_map(lambda r: r[None], res)
 
     spec = PartitionSpec("devices")
+    # X is an explicit replicated argument (not a closed-over constant).
     res = jax.shard_map(
-        local, mesh=Mesh(np.asarray(devices[:D]), ("devices",)), in_specs=spec, out_specs=spec,
-        check_vma=False,
-    )(local_problems, C[deal], count)
+        local, mesh=Mesh(np.asarray(devices[:D]), ("devices",)),
+        in_specs=(spec, spec, spec, PartitionSpec()), out_specs=spec, check_vma=False,
+    )(local_problems, C[deal], count, X)
     dest = jnp.where(slot.reshape(per, D).T < M, deal, M).reshape(-1)
     return jax.tree_util.tree_map(
         lambda r: jnp.zeros((M,) + r.shape[2:], r.dtype)
