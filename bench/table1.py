@@ -19,12 +19,12 @@ and the test AP reported per task and as the mean.
   first stage is that binary SVM without intercept, at most 300 iterations), at
   most ``max_iter=300`` second-stage iterations.
 
-The iteration caps keep the run under 10 minutes on 2 cores: the 1-slack
-Frank-Wolfe solver converges slowly on sums of per-sample hinges (binary SVM,
-APPX constraints), so those fits stop at the cap (see the converged column;
-their primal objective is close to optimal long before the dual bound is).
+The iteration caps keep the run under 10 minutes on 2 cores; fits that stop at
+a cap (the largest C of a grid, mostly) are counted in the converged column
+(their certified gap is then above ``tol``). The APPX sweeps run on one core
+(see ``fit_appx_many``).
 
-    python bench/table1.py       # about 6-9 minutes on 2 CPU cores
+    python bench/table1.py       # about 5 minutes on 2 CPU cores
 """
 
 from __future__ import annotations

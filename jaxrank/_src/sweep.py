@@ -379,7 +379,8 @@ def sweep(
     stages = 2 if model == "apsvm-appx" else 1
     M = T * G * F
     _say(verbose, f"compiling and running {M} fits ({T} tasks x {G} C x {F} folds, "
-                  f"model {model}) in one call on {len(devices)} device(s) ...")
+                  f"model {model}) in one call on "
+                  f"{1 if model == 'apsvm-appx' else len(devices)} device(s) ...")
     bar = _Progress(progress, stages * M, f"{M} fits" + (" x 2 stages" if stages > 1 else ""))
     t0 = time.perf_counter()
     try:
