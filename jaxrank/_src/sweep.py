@@ -17,7 +17,8 @@ shapes and all of them run in one compiled call: ``batch_size`` fits at a
 time per device are stepped together (one ``vmap``-ed solver iteration), and
 a slot whose fit stops takes the next fit at once, so no slot waits for the
 slowest fit of a batch. Fits are ordered by decreasing ``C`` (their
-iterations grow with ``C``) and dealt to the devices (``shard_map``); every fit
+iterations grow with ``C``) and dealt to the devices (``shard_map``; APSVMApprox
+runs on one device, see :func:`fit_appx_many`); every fit
 returns what it would return alone (up to float rounding of batched matrix
 products). The best ``C`` of each task (highest mean validation AP, first on
 ties, as ``GridSearchCV``) is then refit on all samples, again in one call.
@@ -136,7 +137,8 @@ def sweep_kernel(X, positive, val_masks, Cs, tol, k, C_binary, *, model, kp,
     :func:`jaxrank.solvers.fit_ssvm_many` (rows ``positive[t]`` and training
     masks ``~val_masks[t, f]``, trade-off ``Cs[g]``): work queues of
     ``batch_size`` ``vmap``-ed slots per device, longest fits (largest ``C``)
-    first. APSVMApprox runs its two stages as two such batches.
+    first. APSVMApprox runs its two stages as two such batches, on one device
+    (``devices`` is not used for it; see :func:`fit_appx_many`).
 
     Args:
         X: ``[n, d]`` float32 array or BCOO matrix.
@@ -368,9 +370,12 @@ def sweep(
     kp = max(int(positive.sum(axis=1).max()), 1) if model != "svm" else 1
     fit_icpt = bool(fit_intercept) and model == "svm"
     dim = Xj.shape[1] + int(fit_icpt)
-    cache = plane_cache({"apsvm": "ap", "svm": "zero_one", "apsvm-appx": "appx"}[model])[0]
-    refit_batch = choose_batch_size(batch_size, T, dim, len(devices), cache)
-    batch_size = choose_batch_size(batch_size, T * G * F, dim, len(devices), cache)
+    # APPX: its first stage has the binary SVM's (larger) plane cache, and both
+    # stages run on one device (fit_appx_many).
+    cache = plane_cache({"apsvm": "ap", "svm": "zero_one", "apsvm-appx": "zero_one"}[model])[0]
+    n_dev = 1 if model == "apsvm-appx" else len(devices)
+    refit_batch = choose_batch_size(batch_size, T, dim, n_dev, cache)
+    batch_size = choose_batch_size(batch_size, T * G * F, dim, n_dev, cache)
     static = {"model": model, "kp": kp, "method": inference, "max_iter": max_iter,
               "binary_max_iter": int(binary_max_iter), "pos_weight": float(pos_weight),
               "fit_intercept": fit_icpt, "batch_size": int(batch_size),
@@ -379,8 +384,7 @@ def sweep(
     stages = 2 if model == "apsvm-appx" else 1
     M = T * G * F
     _say(verbose, f"compiling and running {M} fits ({T} tasks x {G} C x {F} folds, "
-                  f"model {model}) in one call on "
-                  f"{1 if model == 'apsvm-appx' else len(devices)} device(s) ...")
+                  f"model {model}) in one call on {n_dev} device(s) ...")
     bar = _Progress(progress, stages * M, f"{M} fits" + (" x 2 stages" if stages > 1 else ""))
     t0 = time.perf_counter()
     try:
