@@ -1,33 +1,45 @@
 """jaxrank: rankers that optimise Average Precision and ROC-AUC, in JAX.
 
-* :mod:`jaxrank.metrics` — ``average_precision``, ``roc_auc``.
-* :mod:`jaxrank.inference` — loss-augmented inference (``ap_most_violated``,
-  ``zero_one_most_violated``).
-* :mod:`jaxrank.losses` — ``ap_hinge_loss``, ``hinge_loss`` (``jax.grad``-able).
-* :mod:`jaxrank.solvers` — the Pegasos-style solver ``fit_ssvm``.
-* Estimators: :class:`APSVM`, :class:`APSVMApprox`, :class:`BinarySVM`,
-  :class:`KernelRank`, :class:`AUCSVM`; batched training :func:`sweep` and
-  :mod:`jaxrank.model_selection`; persistence :func:`save`,
-  :func:`load`; data :mod:`jaxrank.datasets`, :func:`load_data`.
+* Estimators (scikit-learn style): :class:`APSVM` (also query-grouped,
+  SVM-map), :class:`APSVMApprox`, :class:`BinarySVM`, :class:`AUCSVM`,
+  :class:`KernelRank`; every structured SVM derives from
+  :class:`StructuredSVM`. :data:`ESTIMATORS` is the registry (CLI names).
+* :func:`sweep` — every (task, C, fold) fit of a grid search in one compiled
+  call (also in :mod:`jaxrank.model_selection`).
+* :mod:`jaxrank.models` — the structured-model interface (feature maps,
+  problems, the built-in models); :mod:`jaxrank.solvers` — the one
+  single-fit driver :func:`jaxrank.solvers.fit` and the one batched driver
+  :func:`jaxrank.solvers.fit_many`.
+* :mod:`jaxrank.inference` — loss-augmented inference oracles and
+  :class:`jaxrank.inference.Violation`; :mod:`jaxrank.losses`;
+  :mod:`jaxrank.metrics`.
+* :func:`save`, :func:`load`; data :mod:`jaxrank.datasets`, :func:`load_data`.
 
 All kernels are pure and compose with ``jit``/``vmap``/``grad``.
 """
 
-from jaxrank import datasets, inference, losses, metrics, model_selection, solvers
+from jaxrank import datasets, inference, losses, metrics, model_selection, models, solvers
+from jaxrank._src.apsvm import APSVM
 from jaxrank._src.appx import APSVMApprox
-from jaxrank._src.estimators import APSVM, BinarySVM
-from jaxrank._src.kernelrank import AUCSVM, KernelRank
-from jaxrank._src.sweep import SweepResult, sweep
+from jaxrank._src.aucsvm import AUCSVM
+from jaxrank._src.base import StructuredSVM
+from jaxrank._src.binary import BinarySVM
 from jaxrank._src.io import load, load_data, save
+from jaxrank._src.kernelrank import KernelRank
+from jaxrank._src.registry import ESTIMATORS
+from jaxrank._src.sweep import SweepResult, sweep
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "APSVM",
     "APSVMApprox",
     "AUCSVM",
     "BinarySVM",
+    "ESTIMATORS",
     "KernelRank",
+    "StructuredSVM",
+    "SweepResult",
     "datasets",
     "inference",
     "load",
@@ -35,8 +47,8 @@ __all__ = [
     "losses",
     "metrics",
     "model_selection",
+    "models",
     "save",
     "solvers",
     "sweep",
-    "SweepResult",
 ]

@@ -1,10 +1,13 @@
-"""Loss-augmented inference (public API).
+"""Loss-augmented inference (public API): oracles and their result type.
 
 * :func:`ap_most_violated` — AP-SVM, Algorithms 1-3 of Mohapatra et al. 2014.
 * :func:`zero_one_most_violated` — binary SVM (hinge / 0-1 loss).
 * :func:`auc_most_violated` — ROC-area loss (Joachims 2005, SVM-perf ``-l 10``).
-* :class:`MostViolated` — the result: ``loss``, ``coef``, ``hinge``,
-  ``interleaving_rank``.
+* :func:`ap_oracle`, :func:`zero_one_oracle`, :func:`auc_oracle` — the same
+  kernels in oracle form ``(scores [n], positive [n], where [n]) ->
+  Violation``, pure and unvalidated, for models of your own.
+* :class:`Violation` — the result: ``loss``, ``coef``, ``aux`` (e.g. the
+  interleaving ranks), ``hinge``.
 
 The subgradient of the structured hinge in a linear model ``s = X w`` is
 ``-X^T coef``::
@@ -17,18 +20,23 @@ The subgradient of the structured hinge in a linear model ``s = X w`` is
     (0.6666666..., 0.6666666...)
 """
 
-from jaxrank._src.kernelrank import auc_most_violated
+from jaxrank._src.aucsvm import auc_most_violated, auc_oracle
 from jaxrank._src.inference import (
     METHODS,
-    MostViolated,
     ap_most_violated,
+    ap_oracle,
     zero_one_most_violated,
+    zero_one_oracle,
 )
+from jaxrank._src.types import Violation
 
 __all__ = [
     "METHODS",
-    "MostViolated",
+    "Violation",
     "ap_most_violated",
+    "ap_oracle",
     "auc_most_violated",
+    "auc_oracle",
     "zero_one_most_violated",
+    "zero_one_oracle",
 ]

@@ -2,11 +2,19 @@
 
 * :func:`ap_hinge_loss` — the AP-SVM structured hinge (exact inference inside).
 * :func:`hinge_loss` — the binary SVM hinge (``LinearSVC(loss="hinge")``).
+* :func:`structured_hinge` — the structured hinge of any oracle.
 * :func:`kernel_auc`, :func:`kernel_auc_loss` — KernelRank's smoothed AUC
   (Gao & Sun, eq. (11)), with :func:`smoothed_step` the smoothing function.
 """
 
 from jaxrank._src.kernelrank import kernel_auc, kernel_auc_loss, smoothed_step
-from jaxrank._src.losses import ap_hinge_loss, hinge_loss
+from jaxrank._src.losses import ap_hinge_loss, hinge_loss, structured_hinge
 
-__all__ = ["ap_hinge_loss", "hinge_loss", "kernel_auc", "kernel_auc_loss", "smoothed_step"]
+__all__ = [
+    "ap_hinge_loss",
+    "hinge_loss",
+    "kernel_auc",
+    "kernel_auc_loss",
+    "smoothed_step",
+    "structured_hinge",
+]

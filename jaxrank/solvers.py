@@ -1,43 +1,28 @@
-"""Solvers (public API): the Pegasos-style 1-slack structural SVM solver.
+"""Solvers (public API): the structured SVM solver, written once for every model.
 
-* :func:`fit_ssvm` — generic: any loss-augmented inference ``oracle``, one fit
-  as one ``lax.while_loop`` of :func:`ssvm_step`.
-* :func:`fit_ssvm_queue` — many fits in one ``lax.while_loop``: a work queue
-  of ``vmap``-ed slots, each refilled with the next problem when its fit stops.
-* :func:`fit_ssvm_many` — the queue sharded over devices, long fits first.
-* :func:`fit_linear` / :func:`fit_linear_many` — the jitted fits used by the
-  estimators (``loss="ap"`` or ``"zero_one"``).
-* :class:`HingeBlock` — per-sample hinge terms added to the objective
-  (solved as an ``n``-slack block; the constraints of AP-SVM-APPX).
-* :func:`ssvm_step`, :func:`init_state`, :class:`SolverState`,
-  :class:`FitResult`, :func:`row_sq_norms` — the pieces, for custom loops.
+* :func:`fit` — the single-fit driver: one ``lax.while_loop`` of
+  :func:`step` for any structured model (:mod:`jaxrank.models`).
+* :func:`fit_many` — the batched driver: ``M`` fits as work queues of
+  ``vmap``-ed slots, sharded over devices.
+* :func:`step`, :func:`init_state`, :func:`state_result`,
+  :class:`SolverState`, :class:`FitResult` — the pieces, for custom loops.
+
+The objective, with ``S = model.scores(w, data)``::
+
+    1/2 ||w||^2 + C max_y [Delta(y) - <S, coef_y>] + sum_i u_i max(0, 1 - y_i z_i^T w)
+
+(1-slack structured term from ``model.oracle``, per-sample hinges from
+``model.hinge_terms``), stopped at a certified relative duality gap.
 """
 
-from jaxrank._src.estimators import fit_linear, fit_linear_many
-from jaxrank._src.solvers import (
+from jaxrank._src.solver import (
     FitResult,
-    HingeBlock,
     SolverState,
-    fit_ssvm,
-    fit_ssvm_many,
-    fit_ssvm_queue,
+    fit,
+    fit_many,
     init_state,
-    row_sq_norms,
-    ssvm_step,
     state_result,
+    step,
 )
 
-__all__ = [
-    "FitResult",
-    "HingeBlock",
-    "SolverState",
-    "fit_linear",
-    "fit_linear_many",
-    "fit_ssvm",
-    "fit_ssvm_many",
-    "fit_ssvm_queue",
-    "init_state",
-    "row_sq_norms",
-    "ssvm_step",
-    "state_result",
-]
+__all__ = ["FitResult", "SolverState", "fit", "fit_many", "init_state", "state_result", "step"]

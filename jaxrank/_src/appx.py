@@ -28,12 +28,11 @@ objective as an ``l1`` exact penalty::
     F(w) = 1/2 ||w||^2 + C xi_AP(w; D) + C mu sum_{i in E_kept} max(0, 1 - y_i w^T x_i)
 
 The AP term keeps its 1-slack form (loss-augmented inference
-:func:`appx_oracle` = the AP most-violated ranking of ``D``); the penalty is a
-per-sample hinge block (:class:`jaxrank.solvers.HingeBlock` with weight ``C
-mu`` on the kept easy samples, :func:`appx_constraints`) with one dual
+the AP most-violated ranking of ``D``); the penalty is the model's per-sample
+hinge terms (weight ``C mu`` on the kept easy samples) with one dual
 variable ``alpha_i`` in ``[0, C mu]`` per constraint, which
-:func:`jaxrank.solvers.fit_ssvm` updates by a projected-gradient step with
-line search at every iteration. (Folding the penalty into the 1-slack loss
+:func:`jaxrank.solvers.fit` updates by dual coordinate ascent at every
+iteration (:class:`AppxModel`). (Folding the penalty into the 1-slack loss
 instead, with one plane per iteration for the set of violated constraints,
 gives the same problem but converges far more slowly: on 20 Newsgroups, 2000
 iterations unconverged against 40 for the block at ``C = 30``, 174 at ``C = 300``.) The returned
@@ -69,60 +68,31 @@ feature to ``X`` to get an (equally regularised) offset in both stages.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from numbers import Integral, Real
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from jaxrank._src import inference
-from jaxrank._src.estimators import (
-    DEFAULT_BATCH_SIZE,
-    _LinearRanker,
+from jaxrank._src import solver
+from jaxrank._src.base import (
+    StructuredSVM,
+    check_positive_float32,
     choose_batch_size,
-    plane_cache,
-    check_C,
-    fit_linear,
-    fit_linear_many,
     report_progress,
 )
-from jaxrank._src.solvers import FitResult, HingeBlock, fit_ssvm, fit_ssvm_many
-
-
-class AppxResult(NamedTuple):
-    """Result of :func:`fit_appx` (arrays; batched under ``vmap``).
-
-    Attributes:
-        fit: :class:`jaxrank.solvers.FitResult` of the second stage (problem
-            (10) with the exact penalty); ``fit.w`` is ``[d]``.
-        w0: ``[d]`` the first-stage binary SVM (no intercept).
-        binary_fit_steps: ``[]`` int32 iterations of the first stage.
-        easy: ``[n]`` bool, the kept easy samples ``E_kept`` (constraints).
-        difficult: ``[n]`` bool, the samples of the AP term ``D``.
-        mu: ``[]`` exact-penalty weight (see the module docstring).
-        violation: ``[]`` ``sum_{E_kept} max(0, 1 - y w^T x)`` at ``fit.w``.
-    """
-
-    fit: FitResult
-    w0: jax.Array
-    binary_fit_steps: jax.Array
-    easy: jax.Array
-    difficult: jax.Array
-    mu: jax.Array
-    violation: jax.Array
+from jaxrank._src.binary import BinaryModel
+from jaxrank._src.inference import METHODS, ap_oracle
+from jaxrank._src.models import ItemProblem, Model
+from jaxrank._src.types import HingeTerms
 
 
 # Margins within this of 1 count as easy (module docstring).
 MARGIN_TOL = 1e-3
-
-
-def check_k(k):
-    """Raise unless ``k`` is a number in ``(0, 1]``."""
-    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)):
-        raise TypeError(f"k must be a number in (0, 1]; got {type(k).__name__}.")
-    if not (np.isfinite(k) and 0 < k <= 1):
-        raise ValueError(f"k must be in (0, 1] (fraction of the easy set kept); got {k!r}.")
 
 
 def appx_split(scores0, positive, valid, k):
@@ -160,203 +130,128 @@ def appx_split(scores0, positive, valid, k):
     return kept, valid & ~kept
 
 
-def appx_oracle(positive, difficult, *, kp, method="select"):
-    """Loss-augmented inference of problem (10)'s AP term: ``scores -> MostViolated``.
+class AppxProblem(NamedTuple):
+    """One fit of problem (10): ``positive``, ``difficult``, ``easy`` ``[n]`` bool, ``mu []``."""
 
-    The AP most-violated ranking (eq. (4), Alg. 1-3) of the difficult samples
-    only; the easy samples get coefficient 0 (their constraints are the
-    hinge block of :func:`appx_constraints`).
+    positive: jax.Array
+    difficult: jax.Array
+    easy: jax.Array
+    mu: jax.Array
 
-    Args:
-        positive: ``[n]`` bool labels.
-        difficult: ``[n]`` bool samples of the AP term ``D``.
-        kp: static bound on the positives of ``difficult``.
+
+@dataclasses.dataclass(frozen=True)
+class AppxModel(Model):
+    """Problem (10) as a structured model: AP term on ``D`` plus hinge constraints.
+
+    The oracle is the AP most-violated ranking (eq. (4), Alg. 1-3) of the
+    difficult samples only (the easy ones get coefficient 0); the kept easy
+    samples are per-sample hinge terms with weight ``C mu`` (the exact
+    penalty of their constraints ``y_i w^T x_i >= 1``). Problems are
+    :class:`AppxProblem`.
+
+    Attributes:
+        kp: static bound on the positives of ``D``.
         method: static AP inference method.
-
-    Returns:
-        A function ``scores [n] -> MostViolated``.
     """
 
-    def oracle(s):
-        return inference.ap_most_violated_masked(
-            s, positive & difficult, ~positive & difficult, kp=kp, method=method
-        )
+    kp: int = 1
+    method: str = "select"
 
-    return oracle
+    def oracle(self, S, problem):
+        """AP most-violated ranking of the difficult samples."""
+        return ap_oracle(S, problem.positive, problem.difficult, kp=self.kp, method=self.method)
+
+    def hinge_terms(self, data, problem, C):
+        """The constraints of (10) as the exact penalty ``C mu max(0, 1 - y w^T x)``."""
+        rows, bias = self.features.hinge_rows(data)
+        dtype = jnp.result_type(C)
+        y = jnp.where(problem.positive, 1, -1).astype(dtype)
+        u = jnp.where(problem.easy, C * problem.mu, 0).astype(dtype)
+        return HingeTerms(rows, bias, y, u)
 
 
-def appx_constraints(positive, easy, C, mu):
-    """The constraints of problem (10) as an exact-penalty :class:`HingeBlock`.
+class AppxResult(NamedTuple):
+    """Both stages of AP-SVM-APPX (arrays with a leading ``[M]`` axis).
 
-    Args:
-        positive: ``[n]`` bool labels.
-        easy: ``[n]`` bool kept easy samples (constraints ``y_i w^T x_i >= 1``).
-        C: ``[]`` float trade-off of problem (10).
-        mu: ``[]`` float exact-penalty weight (module docstring).
-
-    Returns:
-        ``HingeBlock(weights [n] = C mu on the easy samples, else 0; labels
-        [n] = +1 / -1)``, dtype of ``mu``.
+    Attributes:
+        fit: :class:`jaxrank.solvers.FitResult` of the second stage.
+        w0: ``[M, d]`` first-stage binary SVMs (no intercept).
+        binary_fit_steps: ``[M]`` iterations of the first stage.
+        easy: ``[M, n]`` the kept easy samples (constraints).
+        difficult: ``[M, n]`` the samples of the AP term.
+        mu: ``[M]`` exact-penalty weights.
+        violation: ``[M]`` ``sum_{E_kept} max(0, 1 - y w^T x)`` at ``fit.w``.
     """
-    mu = jnp.asarray(mu)
-    y = jnp.where(positive, 1, -1).astype(mu.dtype)
-    return HingeBlock(jnp.where(easy, C * mu, 0).astype(mu.dtype), y)
+
+    fit: solver.FitResult
+    w0: jax.Array
+    binary_fit_steps: jax.Array
+    easy: jax.Array
+    difficult: jax.Array
+    mu: jax.Array
+    violation: jax.Array
 
 
-def _binary_C(C, C_binary, valid, dtype):
-    """First-stage trade-off: ``C_binary``, or ``C / n_valid`` where it is NaN."""
-    n_valid = jnp.maximum(jnp.sum(valid, axis=-1), 1).astype(dtype)
-    C_binary = jnp.asarray(C_binary, dtype)
-    return jnp.where(jnp.isnan(C_binary), jnp.asarray(C, dtype) / n_valid, C_binary)
-
-
-def _second_stage(X, w0, positive, valid, C, k, *, kp, method):
+def _second_stage(data, w0, positive, valid, C, k, *, kp, method):
     """Split of §3.3 and exact-penalty weight ``mu`` from the first stage ``w0``."""
-    s0 = X @ w0
+    s0 = data @ w0
     easy, difficult = appx_split(s0, positive, valid, k)
     # Slater point 2 w0: F(2 w0) bounds the sum of the Lagrange multipliers.
-    ap2 = inference.ap_most_violated_masked(
-        2 * s0, positive & difficult, ~positive & difficult, kp=kp, method=method
-    )
+    ap2 = ap_oracle(2 * s0, positive, difficult, kp=kp, method=method)
     f_bar = 2 * jnp.dot(w0, w0) + C * jnp.maximum(ap2.hinge, 0)
     return easy, difficult, 1 + 2 * f_bar / ((1 - 2 * MARGIN_TOL) * C)
 
 
-def _violation(X, w, positive, easy):
-    y = jnp.where(positive, 1, -1).astype(X.dtype)
-    return jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * (X @ w)), 0))
+@functools.partial(jax.jit, static_argnames=(
+    "kp", "method", "max_iter", "binary_max_iter", "batch_size", "progress", "single"))
+def fit_appx(data, problems, C, C_binary, k, tol, *, kp, method, max_iter, binary_max_iter,
+             batch_size, progress, single):
+    """Both stages of ``M`` AP-SVM-APPX fits in one jitted call.
 
-
-@functools.partial(
-    jax.jit,
-    static_argnames=("kp", "method", "max_iter", "binary_max_iter", "cache", "inner_steps"),
-)
-def fit_appx(
-    X,
-    positive,
-    valid,
-    C,
-    C_binary,
-    k,
-    tol,
-    *,
-    kp,
-    method="select",
-    max_iter=1000,
-    binary_max_iter=2000,
-    cache=None,
-    inner_steps=None,
-):
-    """One jitted AP-SVM-APPX fit (both stages); ``vmap``-able over every array.
+    Stage 1 (the intercept-free binary SVMs, ``C_binary``; NaN means ``C /
+    n_valid``) and stage 2 (problem (10)) each run through
+    :func:`jaxrank.solvers.fit` (``single``, ``M = 1``) or the work queue of
+    :func:`jaxrank.solvers.fit_many` on one device; the split and ``mu`` are
+    computed in between, ``vmap``-ed.
 
     Args:
-        X: ``[n, d]`` float array or BCOO matrix.
-        positive: ``[n]`` bool labels.
-        valid: ``[n]`` bool training samples (e.g. a CV training fold).
-        C: ``[]`` float ``> 0``, trade-off of problem (10).
-        C_binary: ``[]`` float, trade-off of the first-stage binary SVM
-            (``1/2||w0||^2 + C_binary sum_i hinge_i``); ``NaN`` means
-            ``C / n_valid`` (the hinge averaged over samples, the scale of the
-            AP loss in ``[0, 1]``).
-        k: ``[]`` float in ``(0, 1]``, fraction of the easy set kept.
-        tol: ``[]`` relative duality gap for both stages.
-        kp: static bound on the number of valid positives.
-        method: static AP inference method.
-        max_iter: static bound on the iterations of the second stage.
-        binary_max_iter: static bound on the iterations of the first stage.
-        cache, inner_steps: static plane-cache settings of :func:`fit_ssvm`
-            for the second stage (``None``: ``PLANE_CACHE["appx"]``, 32 and
-            32); the first stage uses the binary SVM's defaults.
+        data: :class:`jaxrank.models.Design` shared by the fits.
+        problems: :class:`jaxrank.models.ItemProblem` with a leading ``[M]``.
+        C: ``[M]`` trade-offs of problem (10).
+        C_binary, k, tol: ``[]`` floats.
+        kp, method, max_iter, binary_max_iter, batch_size, progress, single:
+            static.
 
     Returns:
         :class:`AppxResult`.
     """
-    dtype = X.dtype
-    C = jnp.asarray(C, dtype)
-    res0 = fit_linear(
-        X, positive, valid, _binary_C(C, C_binary, valid, dtype), tol, loss="zero_one",
-        kp=1, max_iter=binary_max_iter, fit_intercept=False,
-    )
-    cache, inner_steps = plane_cache("appx", cache, inner_steps)
-    easy, difficult, mu = _second_stage(X, res0.w, positive, valid, C, k, kp=kp,
-                                        method=method)
-    oracle = appx_oracle(positive, difficult, kp=kp, method=method)
-    res = fit_ssvm(oracle, X, C=C, tol=tol, max_iter=max_iter, fit_intercept=False,
-                   cache=cache, inner_steps=inner_steps,
-                   hinge=appx_constraints(positive, easy, C, mu))
-    violation = _violation(X, res.w, positive, easy)
-    return AppxResult(res, res0.w, res0.num_steps, easy, difficult, mu, violation)
+    dtype = data.dtype
+    n_valid = jnp.maximum(jnp.sum(problems.where, axis=-1), 1).astype(dtype)
+    Cb = jnp.where(jnp.isnan(C_binary), C / n_valid, C_binary).astype(dtype)
+    bmodel = BinaryModel()
+    amodel = AppxModel(kp=kp, method=method)
+    cb = report_progress if progress else None
 
+    def run(model, probs, Cs, iters):
+        if single:
+            r = solver.fit(model, data, jax.tree_util.tree_map(lambda a: a[0], probs),
+                           C=Cs[0], tol=tol, max_iter=iters)
+            return jax.tree_util.tree_map(lambda a: a[None], r)
+        return solver.fit_many(model, data, probs, Cs, tol=tol, max_iter=iters,
+                               batch_size=batch_size, devices=None, callback=cb)
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("kp", "method", "max_iter", "binary_max_iter", "cache", "inner_steps",
-                     "batch_size", "devices", "progress"),
-)
-def fit_appx_many(
-    X, positive, valid, C, C_binary, k, tol, *, kp, method="select", max_iter=1000,
-    binary_max_iter=2000, cache=None, inner_steps=None, batch_size=DEFAULT_BATCH_SIZE,
-    devices=None,
-    progress=False,
-):
-    """``M`` AP-SVM-APPX fits in one jitted call: each stage is one batch of work queues.
-
-    Stage 1 (the binary SVMs) runs all ``M`` fits through
-    :func:`jaxrank.solvers.fit_ssvm_many`, the split and ``mu`` are computed
-    ``vmap``-ed, then stage 2 runs through the queues again. Each fit equals
-    :func:`fit_appx` alone (up to float rounding of batched products).
-
-    Args:
-        X: ``[n, d]`` float array or BCOO matrix, shared by all fits.
-        positive: ``[M, n]`` bool labels.
-        valid: ``[M, n]`` bool training samples.
-        C: ``[M]`` float trade-offs of problem (10).
-        C_binary, k, tol: ``[]`` as in :func:`fit_appx` (shared).
-        kp, method, max_iter, binary_max_iter, cache, inner_steps: static, as
-            in :func:`fit_appx`.
-        batch_size, progress: static, as in
-            :func:`jaxrank.solvers.fit_linear_many` (progress counts each
-            stage of a fit as one fit).
-        devices: static, accepted for a uniform signature but not used: both
-            stages run on the default device (see the comment in the code:
-            sharding them in one program gave invalid dual bounds on XLA CPU).
-
-    Returns:
-        :class:`AppxResult` with a leading ``[M]`` axis.
-    """
-    # Both stages run as one work queue on the default device, whatever
-    # ``devices`` says: with the stages sharded over 2 XLA CPU devices in one
-    # program (jax 0.10.2), some second-stage fits returned a dual above their
-    # objective (20 Newsgroups, 20 fits, 8 slots), while each stage sharded in
-    # a program of its own, and both stages on one device, were correct.
-    del devices
-    dtype = X.dtype
-    C = jnp.asarray(C, dtype)
-    res0 = fit_linear_many(
-        X, positive, valid, _binary_C(C, C_binary, valid, dtype), tol, loss="zero_one",
-        kp=1, max_iter=binary_max_iter, fit_intercept=False, batch_size=batch_size,
-        devices=None, progress=progress,
-    )
-    cache, inner_steps = plane_cache("appx", cache, inner_steps)
+    res0 = run(bmodel, problems, Cb, binary_max_iter)
     split = functools.partial(_second_stage, kp=kp, method=method)
     easy, difficult, mu = jax.vmap(split, in_axes=(None, 0, 0, 0, 0, None))(
-        X, res0.w, positive, valid, C, k
-    )
-
-    def oracle(prob, s):
-        return appx_oracle(prob[0], prob[2], kp=kp, method=method)(s)
-
-    res = fit_ssvm_many(
-        oracle, X, (positive, easy, difficult, C * mu), C, tol=tol, max_iter=max_iter,
-        batch_size=batch_size, devices=None, cache=cache, inner_steps=inner_steps,
-        callback=report_progress if progress else None,
-        hinge=lambda prob: appx_constraints(prob[0], prob[1], 1, prob[3]),
-    )
-    violation = jax.vmap(_violation, in_axes=(None, 0, 0, 0))(X, res.w, positive, easy)
+        data, res0.w, problems.positive, problems.where, C, k)
+    res = run(amodel, AppxProblem(problems.positive, difficult, easy, mu), C, max_iter)
+    y = jnp.where(problems.positive, 1, -1).astype(dtype)
+    S = jax.vmap(lambda w: data @ w)(res.w)
+    violation = jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * S), 0), axis=-1)
     return AppxResult(res, res0.w, res0.num_steps, easy, difficult, mu, violation)
 
 
-class APSVMApprox(_LinearRanker):
+class APSVMApprox(StructuredSVM):
     r"""AP-SVM-APPX: AP loss on difficult samples, easy samples constrained (§3.3).
 
     Two stages, both by the solver of :class:`APSVM` inside one jitted call
@@ -372,8 +267,8 @@ class APSVMApprox(_LinearRanker):
     with the constraints as an exact ``l1`` penalty ``C mu sum_i max(0, 1 -
     y_i w^T x_i)``, ``mu = 1 + 2 F(2 w0) / ((1 - 2e-3) C)`` (module
     :mod:`jaxrank._src.appx` docstring: why this ``mu`` makes the penalty
-    exact), solved as a per-sample hinge block
-    (:class:`jaxrank.solvers.HingeBlock`) next to the 1-slack AP term. At the
+    exact), solved as per-sample hinge terms next to the 1-slack AP term
+    (:class:`AppxModel`). At the
     solution every kept easy sample satisfies ``y w^T x >= 1 - 2 gap / (C
     mu)`` (``>= 1 - tol`` when ``converged_``).
     ``k = 1`` keeps the whole easy set (the paper's (10) without the top-k
@@ -418,20 +313,18 @@ class APSVMApprox(_LinearRanker):
         Mohapatra, Jawahar, Kumar, NIPS 2014, §3.3, problem (10), Table 1.
     """
 
-    _loss = "ap"
+    _parameter_constraints = {
+        **StructuredSVM._parameter_constraints,
+        "k": [Interval(Real, 0, 1, closed="right")],
+        "C_binary": [None, Interval(Real, 0, None, closed="neither")],
+        "inference": [StrOptions(set(METHODS))],
+        "binary_max_iter": [Interval(Integral, 1, None, closed="left")],
+    }
+    _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
+    _persist = ("w0_", "n_easy_", "mu_", "constraint_violation_")
 
-    def __init__(
-        self,
-        C=1.0,
-        *,
-        k=0.5,
-        C_binary=None,
-        inference="select",
-        max_iter=1000,
-        binary_max_iter=2000,
-        tol=1e-4,
-        verbose=False,
-    ):
+    def __init__(self, C=1.0, *, k=0.5, C_binary=None, inference="select", max_iter=1000,
+                 binary_max_iter=2000, tol=1e-4, verbose=False):
         self.C = C
         self.k = k
         self.C_binary = C_binary
@@ -441,43 +334,34 @@ class APSVMApprox(_LinearRanker):
         self.tol = tol
         self.verbose = verbose
 
-    def _validate_params(self):
-        super()._validate_params()
-        check_k(self.k)
+    def _check_params(self):
+        super()._check_params()
         if self.C_binary is not None:
-            check_C(self.C_binary, "C_binary")
-        if not isinstance(self.binary_max_iter, (int, np.integer)) or self.binary_max_iter < 1:
-            raise ValueError(
-                f"binary_max_iter must be an int >= 1; got {self.binary_max_iter!r}."
-            )
+            check_positive_float32(self.C_binary, "C_binary")
 
-    def _fit_options(self):
-        if self.inference not in inference.METHODS:
-            raise ValueError(
-                f"inference must be one of {inference.METHODS}; got {self.inference!r}."
-            )
-        return {"method": self.inference, "fit_intercept": False}
+    def _model(self, static):
+        return AppxModel(kp=max(int(static["max_pos"]), 1), method=self.inference)
 
-    def _fit_batch(self, Xj, positive, opts):
-        kp = max(int(positive.sum(axis=1).max()), 1)
-        T = positive.shape[0]
+    def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
+               progress=None):
+        # Both stages run as work queues on the default device, whatever
+        # ``devices`` says: with the stages sharded over 2 XLA CPU devices in
+        # one program (jax 0.10.2), some second-stage fits returned a dual
+        # above their objective, while each stage sharded in a program of its
+        # own, and both stages on one device, were correct.
+        M = C.shape[0]
         cb = np.nan if self.C_binary is None else float(self.C_binary)
-        r = fit_appx_many(
-            Xj, jnp.asarray(positive), jnp.ones(positive.shape, bool),
-            jnp.full((T,), float(self.C), jnp.float32), jnp.float32(cb),
-            jnp.float32(self.k), jnp.float32(self.tol), kp=kp, method=opts["method"],
-            max_iter=int(self.max_iter), binary_max_iter=int(self.binary_max_iter),
-            batch_size=choose_batch_size(None, T, Xj.shape[1], 1, plane_cache("zero_one")[0]),
-        )
-        self._appx = r
-        return r.fit
+        batch_size = choose_batch_size(batch_size, M, model.dim(data), 1, 128)
+        r = fit_appx(data, problems, C, jnp.float32(cb), jnp.float32(self.k),
+                     jnp.float32(self.tol), kp=model.kp, method=model.method,
+                     max_iter=int(self.max_iter), binary_max_iter=int(self.binary_max_iter),
+                     batch_size=batch_size, progress=bool(progress), single=bool(single))
+        extras = {"w0_": r.w0, "n_easy_": jnp.sum(r.easy, axis=-1), "mu_": r.mu,
+                  "constraint_violation_": r.violation, "_appx": r}
+        return r.fit, extras
 
-    def _set_fitted(self, res, classes, multi, n_features, fit_intercept):
-        super()._set_fitted(res, classes, multi, n_features, fit_intercept)
-        r = self.__dict__.pop("_appx")
-        pick = (lambda a: np.asarray(a)) if multi else (lambda a: np.asarray(a)[0].item())
-        self.w0_ = np.asarray(r.w0)
-        self.n_easy_ = pick(np.asarray(r.easy).sum(axis=1))
-        self.mu_ = pick(r.mu)
-        self.constraint_violation_ = pick(r.violation)
-        return self
+    def _fitted_extras(self, extras, pick):
+        self.w0_ = np.asarray(extras["w0_"])
+        self.n_easy_ = pick(extras["n_easy_"], int)
+        self.mu_ = pick(extras["mu_"])
+        self.constraint_violation_ = pick(extras["constraint_violation_"])

@@ -19,12 +19,13 @@ positive in the most-violated ranking.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from jaxrank._src.types import Violation
 
 Array = jax.Array
 
@@ -36,33 +37,6 @@ METHODS = ("greedy", "search", "select")
 _SELECT_FRACTIONS = (1 / 32, 1 / 4)
 # Entries of the delta table evaluated at once by the dense kernels.
 _BLOCK_ENTRIES = 2**18
-# Up to this many positives, selective ranking scans the first rows densely
-# (fewer, larger operations); above it, it uses the O((P + r) log r) divide
-# and conquer.
-_DENSE_HEAD_MAX_P = 0
-
-
-class MostViolated(NamedTuple):
-    """Result of loss-augmented inference.
-
-    Attributes:
-        loss: ``[]`` float. The loss of the most-violated output, e.g.
-            ``Delta(R*, R_hat) = 1 - AP(R_hat)`` for the AP loss.
-        coef: ``[n]`` float. The vector ``g`` such that the difference of joint
-            feature vectors is ``Psi(X, R*) - Psi(X, R_hat) = sum_k g_k psi(x_k)``;
-            the subgradient of the slack in ``w`` is ``-X^T g``. Zero for items
-            removed by ``where``.
-        hinge: ``[]`` float. The slack ``loss - scores @ coef`` of the
-            most-violated output (``>= 0`` up to rounding).
-        interleaving_rank: ``[n]`` int32 ``opt_j`` in ``{1, ..., P+1}`` for each
-            negative (Algorithm 1); 0 for positives and removed items.
-            ``None`` for the 0-1 loss, where it does not apply.
-    """
-
-    loss: Array
-    coef: Array
-    hinge: Array
-    interleaving_rank: Optional[Array] = None
 
 
 # ---------------------------------------------------------------------------
@@ -495,8 +469,7 @@ def _select_opt(sp, P, N, scores, neg_valid):
                 (idx,) = jnp.nonzero(sel_valid, size=cap, fill_value=0)
                 sn, perm, _ = _sort_desc(scores[idx], jnp.arange(cap) < m)
             valid = jnp.arange(cap) < m
-            head = "scan" if sp.shape[0] <= _DENSE_HEAD_MAX_P else "monotone"
-            opt = _opt_search(sp, P, N, sn, m, head=head, tail="positive")
+            opt = _opt_search(sp, P, N, sn, m, head="monotone", tail="positive")
             out = jnp.where(neg_valid, P + 1, 0).astype(jnp.int32)
             # perm maps sorted position -> position in the compacted buffer.
             dest = jnp.where(valid, idx[perm], n)
@@ -527,10 +500,41 @@ def ap_most_violated_masked(scores, pos_valid, neg_valid, *, kp, method="select"
         method: static, one of ``"greedy"``, ``"search"``, ``"select"``.
 
     Returns:
-        :class:`MostViolated`.
+        :class:`Violation`.
     """
     loss, coef, rank = _ap_core(scores, pos_valid, neg_valid, kp, method)
     return _finish(loss, coef, scores, rank)
+
+
+@functools.partial(jax.jit, static_argnames=("kp", "method"))
+def ap_oracle(scores, positive, where, *, kp, method="select"):
+    r"""AP loss-augmented inference on one list: the oracle of the AP-SVM model.
+
+    The pure, unvalidated kernel behind :func:`ap_most_violated`, in the
+    oracle form of the structured-model interface (use it in the ``oracle``
+    of a model of your own). Solves eq. (4) of Mohapatra et al. (2014) for
+    the items with ``where``.
+
+    Args:
+        scores: ``[n]`` float scores ``s_k = w^T psi(x_k)``.
+        positive: ``[n]`` bool, True for positives.
+        where: ``[n]`` bool, the items that take part.
+        kp: static int, an upper bound on the number of positives with
+            ``where``; positives beyond it are dropped, so pass a true bound
+            (smaller is faster: the delta tables are ``kp`` wide).
+        method: static, ``"greedy"`` (Alg. 1), ``"search"`` (Alg. 2) or
+            ``"select"`` (Alg. 3); all exact.
+
+    Returns:
+        :class:`Violation` (``aux`` = interleaving ranks ``[n]`` int32). A
+        list without a positive or without a negative gives zeros.
+
+    References:
+        Yue et al., SIGIR 2007 (Algorithm 1); Mohapatra, Jawahar, Kumar,
+        NIPS 2014 (eqs. (4)-(5), Algorithms 2-3).
+    """
+    return ap_most_violated_masked(scores, positive & where, ~positive & where, kp=kp,
+                                   method=method)
 
 
 def _finish(loss, coef, scores, rank):
@@ -539,16 +543,31 @@ def _finish(loss, coef, scores, rank):
     active = coef != 0
     ref = jnp.sum(jnp.where(active, scores, 0)) / jnp.maximum(jnp.sum(active), 1)
     hinge = loss - jnp.dot(scores - ref, coef)
-    return MostViolated(loss=loss, coef=coef, hinge=hinge, interleaving_rank=rank)
+    return Violation(loss=loss, coef=coef, aux=rank, hinge=hinge)
 
 
-def zero_one_core(scores, positive, valid, pos_weight):
-    """Most-violated labelling of the (weighted) binary hinge loss.
+def zero_one_oracle(scores, positive, where, *, pos_weight=1.0):
+    """Most-violated labelling of the (weighted) binary hinge loss, one list.
 
+    The pure kernel behind :func:`zero_one_most_violated` (oracle form):
     ``loss = sum_i c_i w_i``, ``coef_i = c_i w_i y_i`` with ``y_i = +-1``,
     ``c_i = 1[y_i s_i < 1]``, ``w_i = pos_weight`` for positives and 1 for
-    negatives; ``hinge = sum_i w_i max(0, 1 - y_i s_i)``.
+    negatives; ``hinge = sum_i w_i max(0, 1 - y_i s_i)``. O(n).
+
+    Args:
+        scores: ``[n]`` float decision values.
+        positive: ``[n]`` bool labels.
+        where: ``[n]`` bool, the items that take part.
+        pos_weight: ``[]`` float weight of the positives (may be traced).
+
+    Returns:
+        :class:`Violation` with ``aux=None``.
+
+    References:
+        Joachims, "Training linear SVMs in linear time", KDD 2006 (1-slack
+        form of the binary SVM).
     """
+    valid = where
     dtype = scores.dtype
     y = jnp.where(positive, 1, -1).astype(dtype)
     w = jnp.where(positive, jnp.asarray(pos_weight, dtype), 1).astype(dtype)
@@ -558,7 +577,7 @@ def zero_one_core(scores, positive, valid, pos_weight):
     loss = jnp.sum(jnp.where(c, w, 0))
     coef = jnp.where(c, w * y, 0)
     hinge = jnp.sum(jnp.where(c, w * margin, 0))
-    return MostViolated(loss=loss, coef=coef, hinge=hinge, interleaving_rank=None)
+    return Violation(loss=loss, coef=coef, aux=None, hinge=hinge)
 
 
 # ---------------------------------------------------------------------------
@@ -634,7 +653,7 @@ def ap_most_violated(scores, labels, *, where=None, method="select"):
         method: ``"greedy"``, ``"search"`` or ``"select"`` (static).
 
     Returns:
-        :class:`MostViolated` with ``loss [...]``, ``coef [..., n]``,
+        :class:`Violation` with ``loss [...]``, ``coef [..., n]``,
         ``hinge [...]`` and ``interleaving_rank [..., n]`` (int32).
         Under ``jit`` a list without both classes gives zeros.
 
@@ -683,14 +702,16 @@ def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
     the objective term of ``LinearSVC(loss="hinge")``. O(n), no sort.
 
     Args:
-        scores: ``[n]`` float array of decision values ``w^T x_i (+ b)``.
-        labels: ``[n]`` array, ``label > 0`` positives (``y = +1``), else
+        scores: ``[..., n]`` float array of decision values ``w^T x_i (+ b)``;
+            leading axes are batch axes (one labelling per list, as in rax).
+        labels: ``[..., n]`` array, ``label > 0`` positives (``y = +1``), else
             negatives (``y = -1``).
-        where: optional ``[n]`` bool mask of items that take part.
+        where: optional ``[..., n]`` bool mask of items that take part.
         pos_weight: weight ``w_i`` of a positive (negatives weigh 1), > 0.
 
     Returns:
-        :class:`MostViolated` with ``interleaving_rank=None``.
+        :class:`Violation` with ``loss [...]``, ``coef [..., n]``, ``hinge
+        [...]`` and ``aux=None``.
 
     Raises:
         ValueError: mismatched shapes, ``pos_weight <= 0``; for concrete
@@ -703,9 +724,12 @@ def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
     if not np.isscalar(pos_weight) or not pos_weight > 0:
         raise ValueError(f"pos_weight must be a positive number; got {pos_weight!r}.")
     scores, positive, valid, _ = _layout(scores, labels, where, "zero_one_most_violated")
-    return _zero_one_jit(scores, positive, valid, pos_weight)
+    fn = _zero_one_jit
+    for _ in range(scores.ndim - 1):  # batch axes: one labelling per list
+        fn = jax.vmap(fn, in_axes=(0, 0, 0, None))
+    return fn(scores, positive, valid, pos_weight)
 
 
 @jax.jit
 def _zero_one_jit(scores, positive, valid, pos_weight):
-    return zero_one_core(scores, positive, valid, pos_weight)
+    return zero_one_oracle(scores, positive, valid, pos_weight=pos_weight)

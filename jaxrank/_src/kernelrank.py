@@ -1,4 +1,4 @@
-r"""KernelRank (Gao & Sun) and the ROC-area structural SVM (Joachims 2005).
+r"""KernelRank (Gao & Sun 2007): kernel-smoothed AUC, its gradient and the estimator.
 
 Smoothed AUC (eq. (11) of Gao & Sun): with positives ``i in P`` (``M`` of
 them), negatives ``j in N`` (``N`` of them) and ``z_ij = s_i - s_j``,
@@ -57,8 +57,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from jaxrank._src import validation
-from jaxrank._src.inference import MostViolated, _layout
-from jaxrank._src.solvers import fit_ssvm
 
 Array = jax.Array
 
@@ -211,9 +209,9 @@ def _kernel_auc_1d(kernel, block_size, scores, pos, neg, bandwidth):
 
 
 def _normalise(total, pos, neg):
-    pairs = (jnp.sum(pos, dtype=jnp.int32) * jnp.sum(neg, dtype=jnp.int32)).astype(
-        total.dtype
-    )
+    # In the float dtype: |P| |N| overflows int32 beyond 2^31 pairs.
+    dtype = total.dtype
+    pairs = jnp.sum(pos, dtype=jnp.int32).astype(dtype) * jnp.sum(neg, dtype=jnp.int32).astype(dtype)
     inv = jnp.where(pairs > 0, 1 / jnp.maximum(pairs, 1), 0)
     return total * inv, inv
 
@@ -380,94 +378,6 @@ def _kernel_auc_jit(s, pos, neg, bw, *, kernel, block_size, loss):
         out = jax.vmap(fn)(s.reshape(-1, n), pos.reshape(-1, n), neg.reshape(-1, n))
         return out.reshape(batch)
     return fn(s, pos, neg)
-
-
-# ---------------------------------------------------------------------------
-# ROC-area loss-augmented inference (Joachims 2005), O(n log n).
-# ---------------------------------------------------------------------------
-
-
-def auc_most_violated_masked(scores, pos, neg):
-    """Core of :func:`auc_most_violated` on ``[n]`` arrays (jit-pure)."""
-    dtype = scores.dtype
-    inf = jnp.asarray(jnp.inf, dtype)
-    P = jnp.sum(pos, dtype=jnp.int32)
-    N = jnp.sum(neg, dtype=jnp.int32)
-    sn = jnp.sort(jnp.where(neg, scores, inf))  # valid negatives first
-    sp = jnp.sort(jnp.where(pos, scores, inf))
-    half = jnp.asarray(0.5, dtype)
-    # Pair (i, j) is swapped iff 1 - 2 (s_i - s_j) > 0, i.e. s_j > s_i - 1/2.
-    c = N - jnp.searchsorted(sn, scores - half, side="right").astype(jnp.int32)
-    d = jnp.searchsorted(sp, scores + half, side="left").astype(jnp.int32)
-    c = jnp.where(pos, c, 0)
-    d = jnp.where(neg, d, 0)
-    pairs = (P * N).astype(dtype)
-    inv = jnp.where(pairs > 0, 1 / jnp.maximum(pairs, 1), 0)
-    loss = jnp.sum(c).astype(dtype) * inv
-    coef = 2 * (c - d).astype(dtype) * inv
-    # sum(coef) = 0: centre the scores to reduce cancellation.
-    active = coef != 0
-    ref = jnp.sum(jnp.where(active, scores, 0)) / jnp.maximum(jnp.sum(active), 1)
-    hinge = jnp.maximum(loss - jnp.dot(scores - ref, coef), 0)
-    return MostViolated(loss=loss, coef=coef, hinge=hinge, interleaving_rank=None)
-
-
-_auc_mv_jit = jax.jit(auc_most_violated_masked)
-
-
-def auc_most_violated(scores, labels, *, where=None):
-    r"""Most-violated pair labelling of the ROC-area SVM (SVM-perf ``-l 10``).
-
-    The output is a labelling ``y_ij in {+1, -1}`` of every (positive
-    ``i``, negative ``j``) pair (Joachims 2005, §4.2), with the normalised
-    joint feature map and loss
-
-    .. math::
-        \Psi(X, y) = \frac{1}{PN} \sum_{i \in P, j \in N} y_{ij} (x_i - x_j),
-        \qquad \Delta(y^*, y) = \frac{1}{PN} \#\{(i, j): y_{ij} = -1\},
-
-    (``y* = +1`` for all pairs). ``max_y Delta + w^T(Psi(y) - Psi(y*))``
-    decomposes over pairs: ``y_ij = -1`` iff ``1 - 2(s_i - s_j) > 0``
-    (Joachims' sort with ``s_i -+ 1/4``); ties at exactly ``1/2`` are not
-    swapped. Counting by sorting and binary search: O(n log n) time, O(n)
-    memory, no ``P x N`` array.
-
-    Args:
-        scores: ``[..., n]`` float array ``s = X w``.
-        labels: ``[..., n]``; ``label > 0`` marks positives (``{0, 1}``,
-            ``{-1, 1}`` or bool).
-        where: optional ``[..., n]`` bool mask; ``False`` items take no part.
-
-    Returns:
-        :class:`jaxrank._src.inference.MostViolated` with ``loss [...]`` =
-        fraction of swapped pairs in ``[0, 1]``, ``coef [..., n]`` = ``g`` with
-        ``Psi(X, y*) - Psi(X, y_hat) = sum_k g_k x_k`` (``g_i = 2 c_i/(PN)``
-        for a positive swapped with ``c_i`` negatives, ``g_j = -2 d_j/(PN)``
-        for a negative swapped with ``d_j`` positives), ``hinge [...] = loss -
-        scores @ coef >= 0`` and ``interleaving_rank=None``. Under ``jit`` a
-        list without both classes gives zeros.
-
-    Raises:
-        ValueError: mismatched shapes; for concrete inputs, empty or
-            non-finite scores, non-binary labels, a single-class list.
-        TypeError: non-float scores, non-bool ``where``.
-
-    References:
-        Joachims, "A support vector method for multivariate performance
-        measures", ICML 2005 (Algorithm 3, ROCArea).
-    """
-    s, positive, valid, _ = _layout(scores, labels, where, "auc_most_violated")
-    pos, neg = positive & valid, ~positive & valid
-    batch = s.shape[:-1]
-    if batch:
-        n = s.shape[-1]
-        out = jax.vmap(_auc_mv_jit)(
-            s.reshape(-1, n), pos.reshape(-1, n), neg.reshape(-1, n)
-        )
-        return jax.tree_util.tree_map(
-            lambda x: None if x is None else x.reshape(batch + x.shape[1:]), out
-        )
-    return _auc_mv_jit(s, pos, neg)
 
 
 # ---------------------------------------------------------------------------
@@ -1168,169 +1078,3 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         return _ap(self.decision_function(X, mask), y == self.classes_[1])
 
 
-class AUCSVM(ClassifierMixin, BaseEstimator):
-    r"""ROC-area SVM (Joachims 2005; SVM-perf ``-l 10``), 1-slack form.
-
-    .. math::
-        \min_w \tfrac12 \|w\|^2 + C \xi, \quad
-        \xi = \max_{y} \Delta(y^*, y) - w^\top(\Psi(X, y^*) - \Psi(X, y)),
-
-    with ``Psi``, ``Delta`` normalised by ``1/(PN)`` as in
-    :func:`auc_most_violated` (so ``xi`` is in AUC units and ``C`` does not
-    scale with the number of pairs). No intercept (AUC ignores it). Solved by
-    :func:`jaxrank._src.solvers.fit_ssvm` with the O(n log n) inference as
-    oracle, in one jitted call. Dense or scipy.sparse ``X`` (kept sparse).
-
-    Args:
-        C: trade-off ``> 0``.
-        max_iter: maximum calls of the inference oracle.
-        tol: relative duality gap at which the solver stops.
-        verbose: print the objective, gap and steps after ``fit``.
-
-    Attributes:
-        classes_, coef_ ``[1, d]``, intercept_ ``[1]`` (minus the midpoint of
-        the classes' mean training scores, used only by ``predict``),
-        objective_ (primal ``F(w)``), dual_ (lower bound), converged_ (bool),
-        n_iter_ (oracle calls), n_features_in_.
-
-    Raises (in ``fit``):
-        ValueError: ``C <= 0``, ``tol < 0``, ``max_iter < 1``; NaN in ``X``;
-            ``y`` without exactly two classes.
-
-    References:
-        Joachims, "A support vector method for multivariate performance
-        measures", ICML 2005.
-    """
-
-    def __init__(self, C=1.0, *, max_iter=2000, tol=1e-4, verbose=False):
-        self.C = C
-        self.max_iter = max_iter
-        self.tol = tol
-        self.verbose = verbose
-
-    def fit(self, X, y):
-        """Fit by the 1-slack solver.
-
-        Args:
-            X: ``[n, d]`` array or scipy.sparse matrix.
-            y: ``[n]`` binary labels.
-
-        Returns:
-            self.
-        """
-        C = float(self.C)
-        if not (np.isfinite(C) and C > 0):
-            raise ValueError(f"C must be a finite number > 0; got {self.C!r}.")
-        if not (float(self.tol) >= 0):
-            raise ValueError(f"tol must be >= 0; got {self.tol!r}.")
-        if not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be an int >= 1; got {self.max_iter!r}.")
-        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float32)
-        self.classes_, y01 = _binary_y(y)
-        t0 = time.perf_counter()
-        res = _fit_aucsvm(
-            _as_matrix(X),
-            jnp.asarray(y01),
-            jnp.float32(C),
-            jnp.float32(self.tol),
-            max_iter=int(self.max_iter),
-        )
-        self.coef_ = np.asarray(res.w, np.float32)[None, :]
-        self.objective_ = float(res.objective)
-        self.dual_ = float(res.dual)
-        self.converged_ = bool(res.converged)
-        self.n_iter_ = int(res.num_steps)
-        s = np.asarray(X @ self.coef_[0].astype(np.float64)).ravel()
-        self.intercept_ = np.array(
-            [-0.5 * (s[y01].mean() + s[~y01].mean())], np.float32
-        )
-        self.fit_time_ = time.perf_counter() - t0
-        if self.verbose:
-            print(
-                f"AUCSVM C={C:g}: objective {self.objective_:.6g}, dual {self.dual_:.6g}, "
-                f"{self.n_iter_} oracle calls, converged={self.converged_}"
-            )
-        return self
-
-    def decision_function(self, X):
-        """``X @ coef_[0] + intercept_[0]``: ``[n]`` float64 scores."""
-        check_is_fitted(self)
-        X = validate_data(
-            self, X, accept_sparse=("csr", "csc"), dtype=np.float32, reset=False
-        )
-        return np.asarray(X @ self.coef_[0].astype(np.float64)).ravel() + float(
-            self.intercept_[0]
-        )
-
-    def predict(self, X):
-        """Labels: ``classes_[1]`` where ``decision_function > 0``."""
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
-
-    def score(self, X, y):
-        """Average precision of ``decision_function`` (positive = ``classes_[1]``)."""
-        y = np.asarray(y)
-        return _ap(self.decision_function(X), y == self.classes_[1])
-
-
-@functools.partial(jax.jit, static_argnames=("max_iter",))
-def _fit_aucsvm(X, pos, C, tol, *, max_iter):
-    neg = ~pos
-
-    def oracle(scores):
-        return auc_most_violated_masked(scores, pos, neg)
-
-    return fit_ssvm(oracle, X, C=C, tol=tol, max_iter=max_iter, fit_intercept=False)
-
-
-def make_estimator(model: str, *, kernel: str = "gaussian", C: float = 1.0, **kwargs):
-    """Build an unfitted KernelRank / AUCSVM for a CLI ``--model`` option.
-
-    Args:
-        model: ``"kernelrank"`` or ``"auc-svm"``.
-        kernel: KernelRank kernel (``"gaussian"``, ``"sigmoid_like"``,
-            ``"sigmoid"``); ignored by ``"auc-svm"``.
-        C: AUCSVM trade-off; ignored by ``"kernelrank"``.
-        **kwargs: other constructor arguments of the chosen class.
-
-    Returns:
-        An unfitted estimator.
-
-    Raises:
-        ValueError: unknown ``model``.
-    """
-    if model == "kernelrank":
-        return KernelRank(kernel=kernel, **kwargs)
-    if model in ("auc-svm", "aucsvm", "auc_svm"):
-        return AUCSVM(C=C, **kwargs)
-    raise ValueError(f"model must be 'kernelrank' or 'auc-svm'; got {model!r}.")
-
-
-def fit_ranker(
-    X,
-    y,
-    *,
-    model: str = "kernelrank",
-    kernel: str = "gaussian",
-    C: float = 1.0,
-    mask=None,
-    **kwargs,
-):
-    """Fit and return a KernelRank or AUCSVM (CLI entry point).
-
-    Args:
-        X: ``[n, d]`` dense or scipy.sparse (``[n, L, D]`` for
-            ``scorer="gmm"``).
-        y: ``[n]`` binary labels.
-        model: ``"kernelrank"`` or ``"auc-svm"``.
-        kernel: KernelRank kernel.
-        C: AUCSVM trade-off.
-        mask: ``[n, L]`` descriptor mask (KernelRank GMM scorer only).
-        **kwargs: other constructor arguments.
-
-    Returns:
-        The fitted estimator.
-    """
-    est = make_estimator(model, kernel=kernel, C=C, **kwargs)
-    if mask is not None:
-        return est.fit(X, y, mask=mask)
-    return est.fit(X, y)

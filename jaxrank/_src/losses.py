@@ -11,25 +11,60 @@ import numpy as np
 from jaxrank._src import inference
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _ap_hinge(scores, positive, valid, kp, method):
-    return inference.ap_most_violated_masked(
-        scores, positive & valid, ~positive & valid, kp=kp, method=method
-    ).hinge
+def structured_hinge(oracle):
+    r"""The structured hinge of an oracle, as a differentiable function of the scores.
+
+    ``structured_hinge(oracle)(S, problem) = max_y Delta(y) - <S, coef_y>``,
+    the slack of the most-violated output (``Violation.hinge``, or ``loss -
+    <S, coef>``). It is convex and piecewise linear in ``S``; its gradient
+    (a ``custom_vjp``: nothing is differentiated through the oracle) is
+    ``-coef``. Any scorer can be trained on it with ``jax.grad`` and optax.
+
+    Args:
+        oracle: ``(S, problem) -> Violation`` (e.g. a model's ``oracle``).
+
+    Returns:
+        A function ``(S, problem) -> []`` float.
+
+    References:
+        Tsochantaridis et al., JMLR 2005 (structured hinge); eq. (3) of
+        Mohapatra et al., NIPS 2014.
+    """
+
+    @jax.custom_vjp
+    def hinge(S, problem):
+        return _slack(oracle(S, problem), S)
+
+    def fwd(S, problem):
+        r = oracle(S, problem)
+        return _slack(r, S), (r.coef, problem)
+
+    def bwd(res, g):
+        coef, problem = res
+        zero = jax.tree_util.tree_map(_zero_cotangent, problem)
+        return jax.tree_util.tree_map(lambda c: -g * c, coef), zero
+
+    hinge.defvjp(fwd, bwd)
+    return hinge
 
 
-def _ap_hinge_fwd(scores, positive, valid, kp, method):
-    r = inference.ap_most_violated_masked(
-        scores, positive & valid, ~positive & valid, kp=kp, method=method
-    )
-    return r.hinge, r.coef
+def _slack(r, S):
+    if r.hinge is not None:
+        return r.hinge
+    return r.loss - sum(jnp.vdot(a, b) for a, b in zip(jax.tree_util.tree_leaves(S),
+                                                     jax.tree_util.tree_leaves(r.coef)))
 
 
-def _ap_hinge_bwd(kp, method, coef, g):
-    return (-g * coef, None, None)
+def _zero_cotangent(x):
+    x = jnp.asarray(x)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return jnp.zeros_like(x)
+    return np.zeros(x.shape, jax.dtypes.float0)
 
 
-_ap_hinge.defvjp(_ap_hinge_fwd, _ap_hinge_bwd)
+def _ap_hinge_fn(kp, method):
+    return structured_hinge(
+        lambda s, p: inference.ap_oracle(s, p[0], p[1], kp=kp, method=method))
 
 
 def ap_hinge_loss(scores, labels, *, where=None, method="select"):
@@ -71,7 +106,8 @@ def ap_hinge_loss(scores, labels, *, where=None, method="select"):
     """
     inference._check_method(method)
     scores, positive, valid, kp = inference._layout(scores, labels, where, "ap_hinge_loss")
-    fn = lambda s, p, v: _ap_hinge(s, p, v, kp, method)  # noqa: E731
+    h = _ap_hinge_fn(kp, method)
+    fn = lambda s, p, v: h(s, (p, v))  # noqa: E731
     for _ in range(scores.ndim - 1):
         fn = jax.vmap(fn)
     return fn(scores, positive, valid)
@@ -86,13 +122,14 @@ def hinge_loss(scores, labels, *, where=None, pos_weight=1.0):
     :func:`jaxrank.inference.zero_one_most_violated`).
 
     Args:
-        scores: ``[n]`` float decision values.
-        labels: ``[n]`` labels (``{0,1}``, ``{-1,1}`` or bool).
-        where: optional ``[n]`` bool mask.
+        scores: ``[..., n]`` float decision values; leading axes are batch
+            axes (one value per list, as in rax).
+        labels: ``[..., n]`` labels (``{0,1}``, ``{-1,1}`` or bool).
+        where: optional ``[..., n]`` bool mask.
         pos_weight: positive float weight of the positives.
 
     Returns:
-        A float scalar.
+        ``[...]`` float sums (a scalar for one list).
 
     Raises:
         ValueError / TypeError: as :func:`jaxrank.inference.zero_one_most_violated`.
@@ -105,4 +142,4 @@ def hinge_loss(scores, labels, *, where=None, pos_weight=1.0):
     scores, positive, valid, _ = inference._layout(scores, labels, where, "hinge_loss")
     y = jnp.where(positive, 1.0, -1.0).astype(scores.dtype)
     w = jnp.where(positive, pos_weight, 1.0).astype(scores.dtype)
-    return jnp.sum(jnp.where(valid, w * jnp.maximum(0, 1 - y * scores), 0))
+    return jnp.sum(jnp.where(valid, w * jnp.maximum(0, 1 - y * scores), 0), axis=-1)

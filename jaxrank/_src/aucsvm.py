@@ -1,0 +1,164 @@
+r"""The ROC-area SVM (Joachims 2005; SVM-perf ``-l 10``): oracle, model, estimator.
+
+The output is a labelling ``y_ij in {+1, -1}`` of every (positive ``i``,
+negative ``j``) pair, with the normalised joint feature map and loss
+
+.. math::
+    \Psi(X, y) = \frac{1}{PN} \sum_{i \in P, j \in N} y_{ij} (x_i - x_j),
+    \qquad \Delta(y^*, y) = \frac{1}{PN} \#\{(i, j): y_{ij} = -1\},
+
+(``y* = +1`` for all pairs). Loss-augmented inference decomposes over pairs
+and is computed by sorting and binary search in O(n log n) time and O(n)
+memory, never forming the ``P x N`` pairs (:func:`auc_oracle`). Counts are
+summed in the float dtype (``P N`` exceeds int32 beyond ``2^31`` pairs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from jaxrank._src.base import StructuredSVM
+from jaxrank._src.inference import _layout
+from jaxrank._src.models import Model
+from jaxrank._src.types import Violation
+
+
+@jax.jit
+def auc_oracle(scores, positive, where):
+    """ROC-area loss-augmented inference on one list (oracle form, jit-pure).
+
+    Args:
+        scores: ``[n]`` float scores.
+        positive: ``[n]`` bool labels.
+        where: ``[n]`` bool, the items that take part.
+
+    Returns:
+        :class:`jaxrank.inference.Violation` (``aux=None``); zeros for a list
+        without both classes. See :func:`auc_most_violated`.
+
+    References:
+        Joachims, ICML 2005, Algorithm 3 (ROCArea).
+    """
+    pos, neg = positive & where, ~positive & where
+    dtype = scores.dtype
+    inf = jnp.asarray(jnp.inf, dtype)
+    P = jnp.sum(pos, dtype=jnp.int32)
+    N = jnp.sum(neg, dtype=jnp.int32)
+    sn = jnp.sort(jnp.where(neg, scores, inf))  # valid negatives first
+    sp = jnp.sort(jnp.where(pos, scores, inf))
+    half = jnp.asarray(0.5, dtype)
+    # Pair (i, j) is swapped iff 1 - 2 (s_i - s_j) > 0, i.e. s_j > s_i - 1/2.
+    c = N - jnp.searchsorted(sn, scores - half, side="right").astype(jnp.int32)
+    d = jnp.searchsorted(sp, scores + half, side="left").astype(jnp.int32)
+    c = jnp.where(pos, c, 0)
+    d = jnp.where(neg, d, 0)
+    Pf, Nf = P.astype(dtype), N.astype(dtype)
+    ok = (P > 0) & (N > 0)
+    # c_i <= N and d_j <= P: per-item fractions, then float sums (no int32
+    # overflow of the pair count, no large integers in float32).
+    loss = jnp.where(ok, jnp.sum(c.astype(dtype) / jnp.maximum(Nf, 1)) / jnp.maximum(Pf, 1), 0)
+    inv = jnp.where(ok, 1 / (jnp.maximum(Pf, 1) * jnp.maximum(Nf, 1)), 0)
+    coef = 2 * (c - d).astype(dtype) * inv
+    # sum(coef) = 0: centre the scores to reduce cancellation.
+    active = coef != 0
+    ref = jnp.sum(jnp.where(active, scores, 0)) / jnp.maximum(jnp.sum(active), 1)
+    hinge = jnp.maximum(loss - jnp.dot(scores - ref, coef), 0)
+    return Violation(loss=loss, coef=coef, aux=None, hinge=hinge)
+
+
+def auc_most_violated(scores, labels, *, where=None):
+    r"""Most-violated pair labelling of the ROC-area SVM (SVM-perf ``-l 10``).
+
+    ``max_y Delta + w^T(Psi(y) - Psi(y*))`` decomposes over pairs (module
+    docstring): ``y_ij = -1`` iff ``1 - 2(s_i - s_j) > 0`` (Joachims' sort with
+    ``s_i -+ 1/4``); ties at exactly ``1/2`` are not swapped. Counting by
+    sorting and binary search: O(n log n) time, O(n) memory, no ``P x N``
+    array.
+
+    Args:
+        scores: ``[..., n]`` float array ``s = X w``.
+        labels: ``[..., n]``; ``label > 0`` marks positives (``{0, 1}``,
+            ``{-1, 1}`` or bool).
+        where: optional ``[..., n]`` bool mask; ``False`` items take no part.
+
+    Returns:
+        :class:`jaxrank.inference.Violation` with ``loss [...]`` = fraction
+        of swapped pairs in ``[0, 1]``, ``coef [..., n]`` = ``g`` with
+        ``Psi(X, y*) - Psi(X, y_hat) = sum_k g_k x_k`` (``g_i = 2 c_i/(PN)``
+        for a positive swapped with ``c_i`` negatives, ``g_j = -2 d_j/(PN)``
+        for a negative swapped with ``d_j`` positives), ``hinge [...] = loss -
+        scores @ coef >= 0`` and ``aux=None``. Under ``jit`` a list without
+        both classes gives zeros.
+
+    Raises:
+        ValueError: mismatched shapes; for concrete inputs, empty or
+            non-finite scores, non-binary labels, a single-class list.
+        TypeError: non-float scores, non-bool ``where``.
+
+    References:
+        Joachims, "A support vector method for multivariate performance
+        measures", ICML 2005 (Algorithm 3, ROCArea).
+    """
+    s, positive, valid, _ = _layout(scores, labels, where, "auc_most_violated")
+    fn = auc_oracle
+    for _ in range(s.ndim - 1):
+        fn = jax.vmap(fn)
+    return fn(s, positive, valid)
+
+
+@dataclasses.dataclass(frozen=True)
+class AUCModel(Model):
+    """The ROC-area SVM as a structured model: ``S = X w``, :func:`auc_oracle`.
+
+    Problems are :class:`jaxrank.models.ItemProblem`.
+    """
+
+    def oracle(self, S, problem):
+        """Most-violated pair labelling."""
+        return auc_oracle(S, problem.positive, problem.where)
+
+
+class AUCSVM(StructuredSVM):
+    r"""ROC-area SVM (Joachims 2005; SVM-perf ``-l 10``), 1-slack form.
+
+    .. math::
+        \min_w \tfrac12 \|w\|^2 + C \xi, \quad
+        \xi = \max_{y} \Delta(y^*, y) - w^\top(\Psi(X, y^*) - \Psi(X, y)),
+
+    with ``Psi``, ``Delta`` normalised by ``1/(PN)`` (module docstring; so
+    ``xi`` is in AUC units and, as for :class:`jaxrank.APSVM`, useful ``C``
+    values are large). No intercept (AUC ignores it). Solved by
+    :func:`jaxrank.solvers.fit` with the O(n log n) oracle, in one jitted
+    call. Dense or scipy.sparse ``X`` (kept sparse).
+
+    Args:
+        C: trade-off ``> 0``.
+        max_iter: maximum calls of the inference oracle.
+        tol: relative duality gap at which the solver stops.
+        verbose: print progress.
+
+    Attributes:
+        coef_, intercept_, classes_, n_iter_, objective_, dual_objective_,
+        converged_, n_features_in_: as :class:`jaxrank.APSVM`.
+
+    Raises:
+        ValueError: bad hyperparameters and the inputs of ``fit``.
+
+    References:
+        Joachims, "A support vector method for multivariate performance
+        measures", ICML 2005.
+    """
+
+    _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
+
+    def __init__(self, C=1.0, *, max_iter=2000, tol=1e-4, verbose=False):
+        self.C = C
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+
+    def _model(self, static):
+        return AUCModel()

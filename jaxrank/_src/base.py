@@ -1,0 +1,533 @@
+"""The estimator layer: one scikit-learn base class for every structured SVM.
+
+:class:`StructuredSVM` is written once against the structured-model
+interface: a subclass declares its hyperparameters (``__init__`` and
+``_parameter_constraints``), its default ``C`` grid and how to build its
+model (``_model``) and problems (``_problems``); fitting (one problem or one
+per label column), batched sweeps (:func:`jaxrank.sweep`), the CLI and
+``save``/``load`` use only these hooks. :class:`RankerMixin` holds what every
+ranker shares (labels, ``decision_function``, ``predict``, ``score``).
+
+**Labels** (one rule for every estimator and the CLI, scikit-learn's):
+``y`` ``[n]`` holds exactly two distinct values (numbers, strings or bool),
+``classes_`` is their sorted array and ``classes_[1]`` is the positive class
+(so ``{0, 1}``, ``{-1, 1}`` and ``{False, True}`` all make the larger value
+positive); a 2-D ``Y`` ``[n, T]`` holds ``T`` binary tasks with the same two
+values in every column, one ranker per column.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from numbers import Integral, Real
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from jaxrank._src import solver
+from jaxrank._src.features import Intercept, LinearFeatures, design
+from jaxrank._src.metrics import average_precision
+from jaxrank._src.models import ItemProblem
+
+# Slots per device of the batched drivers: 32 was the fastest of 8/16/32 in
+# bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)
+# * dim`` floats each) are kept under this many bytes per device.
+DEFAULT_BATCH_SIZE = 32
+_SLOT_CACHE_BYTES = 2**28
+
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_TINY = float(np.finfo(np.float32).tiny)
+
+
+# ---------------------------------------------------------------------------
+# Host-side helpers (validation, devices, progress).
+# ---------------------------------------------------------------------------
+
+
+def check_positive_float32(value, name):
+    """Raise unless ``value`` is a real number that is finite and ``> 0`` in float32.
+
+    Checked after the cast to float32 (the dtype of every fit): ``1e39``
+    overflows and ``1e-50`` underflows to 0 there.
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: not finite and positive in float32.
+    """
+    if isinstance(value, bool) or not isinstance(value, (Real, np.number)) or isinstance(
+            value, complex) or np.iscomplexobj(value):
+        raise TypeError(f"{name} must be a real number; got {type(value).__name__}.")
+    v = float(value)
+    with np.errstate(over="ignore", under="ignore"):
+        v32 = np.float32(v)
+    if not (np.isfinite(v32) and v32 >= _F32_TINY):
+        raise ValueError(
+            f"{name} must be a finite number > 0 representable in float32 (between "
+            f"{_F32_TINY:.3g} and {_F32_MAX:.3g}); got {value!r}."
+        )
+    return v
+
+
+def labels_to_tasks(Y, name="y"):
+    """Binary tasks from labels, by scikit-learn's ``classes_`` convention.
+
+    Args:
+        Y: ``[n]`` labels with exactly two distinct values, or ``[n, T]``
+            with the same two values in every column.
+        name: argument name for messages.
+
+    Returns:
+        ``(positive [T, n] bool, classes [2], multi_output bool)``;
+        ``positive = (Y == classes[1])``.
+
+    Raises:
+        ValueError: not 1-D/2-D, no task column, a column (or ``y``) without
+            exactly two classes, columns with different label sets, NaN labels.
+    """
+    arr = np.asarray(Y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"{name} must be 1-D or 2-D [n_samples, n_tasks]; got shape {arr.shape}.")
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{name} must be real or categorical labels; got complex dtype.")
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite labels.")
+    cols = arr[:, None] if arr.ndim == 1 else arr
+    if cols.shape[1] == 0:
+        raise ValueError(f"{name} has no task columns; got shape {arr.shape}.")
+    classes = None
+    positive = []
+    for t in range(cols.shape[1]):
+        cls = np.unique(cols[:, t])
+        where = name if arr.ndim == 1 else f"{name}[:, {t}] (task column {t})"
+        if cls.shape[0] != 2:
+            raise ValueError(
+                f"{where} must contain exactly two classes (positives and negatives); got "
+                f"{cls.tolist()[:6]}. The positive class is the larger label value."
+            )
+        if classes is not None and not np.array_equal(cls, classes):
+            raise ValueError(
+                f"all task columns of {name} must use the same two label values; column 0 "
+                f"has {classes.tolist()} and column {t} has {cls.tolist()}."
+            )
+        classes = cls
+        positive.append(cols[:, t] == cls[1])
+    return np.stack(positive), classes, arr.ndim == 2
+
+
+def resolve_devices(devices):
+    """Static device tuple for the batched drivers.
+
+    ``None`` means every local device of the default backend (on a CPU these
+    are ``jax_num_cpu_devices`` virtual devices, one by default).
+
+    Raises:
+        TypeError: ``devices`` is not ``None``, an int or a sequence of devices.
+        ValueError: an empty sequence or an int outside ``1..len(local devices)``.
+    """
+    local = tuple(jax.local_devices())
+    if devices is None:
+        return local
+    if isinstance(devices, jax.Device):
+        return (devices,)
+    if isinstance(devices, (Integral, np.integer)) and not isinstance(devices, bool):
+        if not 1 <= int(devices) <= len(local):
+            raise ValueError(
+                f"devices must be between 1 and the {len(local)} local device(s); got {devices}.")
+        return local[: int(devices)]
+    try:
+        devs = tuple(devices)
+    except TypeError:
+        raise TypeError(
+            "devices must be None, an int or a sequence of jax devices; got "
+            f"{type(devices).__name__}."
+        ) from None
+    if not devs:
+        raise ValueError("devices is empty; pass None for the default devices.")
+    if not all(isinstance(d, jax.Device) for d in devs):
+        raise TypeError("devices must contain jax.Device objects (e.g. jax.devices()).")
+    return devs
+
+
+def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
+    """Validate ``batch_size``, or choose it (``None``) for the batched driver.
+
+    ``None`` gives ``DEFAULT_BATCH_SIZE`` slots per device, fewer when the
+    ``n_fits`` fits do not fill them (``ceil(n_fits / n_devices)``) or when
+    the slots' plane caches (``batch_size * (cache + 1) * dim * 4`` bytes)
+    would exceed 256 MB per device (high-dimensional ``X``).
+
+    Raises:
+        TypeError: ``batch_size`` is not ``None`` or an int.
+        ValueError: ``batch_size < 1``.
+    """
+    if batch_size is None:
+        per_device = -(-int(n_fits) // max(int(n_devices), 1))
+        memory = _SLOT_CACHE_BYTES // (4 * (cache + 1) * max(int(dim), 1))
+        return int(max(1, min(DEFAULT_BATCH_SIZE, per_device, memory)))
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise TypeError(
+            f"batch_size must be None or an int >= 1; got {type(batch_size).__name__}."
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be None or an int >= 1; got {batch_size}.")
+    return int(batch_size)
+
+
+# Host-side progress of batched fits: the jitted drivers call the static
+# function ``report_progress`` (so a new hook never recompiles them), which
+# forwards to the hook installed by ``progress_hook``.
+_PROGRESS_HOOKS = []
+
+
+def report_progress(n_stopped):
+    """Forward ``n_stopped`` finished fits to the innermost :func:`progress_hook`."""
+    if _PROGRESS_HOOKS:
+        _PROGRESS_HOOKS[-1](int(n_stopped))
+
+
+class progress_hook:
+    """Context manager: ``hook(n)`` is called as batches of fits stop."""
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def __enter__(self):
+        _PROGRESS_HOOKS.append(self.hook)
+        return self
+
+    def __exit__(self, *exc):
+        _PROGRESS_HOOKS.remove(self.hook)
+        return False
+
+
+def _print_progress(it, obj, dual):
+    it = int(it)
+    if it == 1 or it % 25 == 0:
+        gap = float(obj) - float(dual)
+        print(
+            f"  iter {it:5d}  objective {float(obj):.6g}  dual {float(dual):.6g}  "
+            f"gap {gap / max(abs(float(obj)), 1e-30):.2e}",
+            flush=True,
+        )
+
+
+# One jitted program per (model, shapes): C and tol are traced.
+fit_one = jax.jit(solver.fit, static_argnames=("model", "max_iter", "callback", "seed"))
+fit_batch = jax.jit(
+    solver.fit_many,
+    static_argnames=("model", "max_iter", "batch_size", "devices", "callback", "seed"),
+)
+
+
+def warn_unconverged(est, res, where=""):
+    """Emit ``ConvergenceWarning`` for fits of ``res`` that stopped unconverged."""
+    conv = np.atleast_1d(np.asarray(res.converged))
+    if conv.all():
+        return
+    obj = np.atleast_1d(np.asarray(res.objective, np.float64))
+    dual = np.atleast_1d(np.asarray(res.dual, np.float64))
+    gap = (obj - dual) / np.maximum(np.abs(obj), 1e-30)
+    bad = np.flatnonzero(~conv)
+    worst = bad[np.argmax(gap[bad])]
+    warnings.warn(
+        f"{type(est).__name__}{where}: {bad.size} of {conv.size} fit(s) stopped at max_iter="
+        f"{est.max_iter} before the relative duality gap reached tol={est.tol:g} (worst gap "
+        f"{gap[worst]:.2e}); the objective may be up to that fraction above the optimum. "
+        "Standardise the features (e.g. sklearn.preprocessing.StandardScaler) if their "
+        "scales differ a lot, or increase max_iter.",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Estimators.
+# ---------------------------------------------------------------------------
+
+
+class RankerMixin:
+    """What every jaxrank ranker shares: labels, scores, predictions, AP score.
+
+    Subclasses set ``coef_ [T, d]``, ``intercept_ [T]``, ``classes_`` and
+    ``multi_output_`` in ``fit``; ``decision_function`` is ``X @ coef_.T +
+    intercept_``.
+    """
+
+    def _validate_X(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+
+    def decision_function(self, X):
+        """Scores ``X w + b``; higher ranks first.
+
+        Args:
+            X: ``[n_samples, n_features]`` dense array or ``scipy.sparse``
+                matrix.
+
+        Returns:
+            ``[n_samples]`` float32 scores, or ``[n_samples, n_tasks]`` for a
+            model fitted on a 2-D ``y``.
+
+        Raises:
+            NotFittedError: before ``fit``.
+            ValueError: wrong number of features, NaN/inf or empty ``X``.
+        """
+        X = self._validate_X(X)
+        s = np.asarray(design(X) @ jnp.asarray(self.coef_.T, jnp.float32))
+        s = s + np.asarray(self.intercept_, np.float32)[None, :]
+        return s if self.multi_output_ else s[:, 0]
+
+    def predict(self, X):
+        """Labels ``classes_[1]`` where :meth:`decision_function` ``> 0``, else ``classes_[0]``.
+
+        For rankers without a learned intercept, ``intercept_`` puts the
+        threshold at the midpoint of the two classes' mean training scores.
+        """
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def score(self, X, y, sample_weight=None, *, groups=None):
+        """Average precision of :meth:`decision_function` on ``(X, y)``.
+
+        With ``groups`` (one query id per sample), the mean over queries of the
+        per-query AP (MAP; queries without a positive or without a negative
+        are left out). For a model fitted on a 2-D ``y``, the mean AP over
+        the task columns.
+
+        Raises:
+            ValueError: ``sample_weight`` given, labels that are not this
+                model's ``classes_``, no query with both classes.
+        """
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported by the AP score.")
+        check_is_fitted(self)
+        Y = np.asarray(y)
+        Y2 = Y[:, None] if Y.ndim == 1 else Y
+        unknown = np.setdiff1d(np.unique(Y2), self.classes_)
+        if unknown.size:
+            raise ValueError(
+                f"y has labels {unknown.tolist()[:6]} that are not among the model's classes_ "
+                f"{self.classes_.tolist()}.")
+        positive = (Y2 == self.classes_[1]).T  # [T, n]
+        s = np.asarray(self.decision_function(X), np.float32)
+        s = s[:, None] if s.ndim == 1 else s
+        if s.shape[1] != positive.shape[0]:
+            raise ValueError(
+                f"y has {positive.shape[0]} task column(s); the model was fitted with "
+                f"{s.shape[1]}.")
+        if groups is not None:
+            return float(np.mean([_map_score(s[:, t], positive[t], groups)
+                                  for t in range(positive.shape[0])]))
+        return float(np.mean([average_precision(s[:, t], positive[t])
+                              for t in range(positive.shape[0])]))
+
+
+def _map_score(scores, positive, groups):
+    groups = check_groups(groups, scores.shape[0])
+    aps = []
+    for q in np.unique(groups):
+        m = groups == q
+        if positive[m].any() and (~positive[m]).any():
+            aps.append(float(average_precision(scores[m], positive[m])))
+    if not aps:
+        raise ValueError("no query of groups has both a positive and a negative sample.")
+    return float(np.mean(aps))
+
+
+def check_groups(groups, n, name="groups"):
+    """``[n]`` integer query ids (one per sample), validated."""
+    g = np.asarray(groups)
+    if g.ndim != 1 or g.shape[0] != n:
+        raise ValueError(f"{name} must be a 1-D array of {n} query ids (one per sample); "
+                         f"got shape {g.shape}.")
+    if g.dtype.kind not in "iu":
+        if g.dtype.kind == "f" and np.all(np.isfinite(g)) and np.all(g == np.round(g)):
+            g = g.astype(np.int64)
+        else:
+            raise TypeError(f"{name} must hold integer query ids; got dtype {g.dtype}.")
+    return g
+
+
+class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
+    """Base class of the structured SVM estimators (one fit path for all).
+
+    A subclass defines ``__init__`` (hyperparameters only, no logic),
+    ``_parameter_constraints``, ``_default_Cs`` (its grid on its own ``C``
+    scale) and the hooks
+
+    * ``_model(static)``: the frozen structured model, from the static
+      facts of the problems (e.g. the most positives of a task);
+    * ``_problems(data, positive [M, n], where [M, n], groups)``: the
+      ``problem`` pytree (leading ``[M]`` axis) and the static facts;
+    * optionally ``_train`` (several solver calls, e.g. the two stages of
+      AP-SVM-APPX) and ``_fitted_extras`` (extra fitted attributes).
+
+    Fitted attributes (every subclass): ``coef_ [T, d]``, ``intercept_ [T]``
+    (``T = 1`` for a 1-D ``y``), ``classes_``, ``objective_``,
+    ``dual_objective_``, ``n_iter_``, ``converged_`` (scalars for a 1-D ``y``,
+    ``[T]`` arrays for a 2-D ``Y``), ``n_features_in_``, ``fit_time_``.
+    """
+
+    _parameter_constraints = {
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "verbose": ["boolean"],
+    }
+    _default_Cs = (0.01, 0.1, 1.0, 10.0)
+    _supports_groups = False
+    _learns_intercept = False
+    _persist = ()  # extra fitted attributes (arrays) written by jaxrank.save
+
+    # -- hooks --------------------------------------------------------------
+
+    def _features(self):
+        if self._learns_intercept and getattr(self, "fit_intercept", False):
+            return Intercept()
+        return LinearFeatures()
+
+    def _model(self, static):
+        raise NotImplementedError
+
+    def _problems(self, data, positive, where, groups):
+        return ItemProblem(jnp.asarray(positive), jnp.asarray(where)), {
+            "max_pos": int(np.max(np.sum(positive & where, axis=-1)))}
+
+    def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
+               progress=None):
+        """Run the fits; returns ``(FitResult [M], extras dict of [M] arrays)``."""
+        tol = jnp.float32(self.tol)
+        if single:
+            one = jax.tree_util.tree_map(lambda a: a[0], problems)
+            res = fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
+                          callback=_print_progress if self.verbose else None)
+            return jax.tree_util.tree_map(lambda a: a[None], res), {}
+        devices = resolve_devices(devices)
+        M = C.shape[0]
+        batch_size = choose_batch_size(batch_size, M, model.dim(data), len(devices),
+                                       model.cache)
+        res = fit_batch(model, data, problems, C, tol=tol, max_iter=int(self.max_iter),
+                        batch_size=batch_size, devices=devices,
+                        callback=report_progress if progress else None)
+        return res, {}
+
+    def _fitted_extras(self, extras, pick):
+        """Set model-specific fitted attributes from ``extras`` (``pick`` per task)."""
+
+    # -- checks ---------------------------------------------------------------
+
+    def _check_params(self):
+        self._validate_params()
+        check_positive_float32(self.C, "C")
+        if not np.float32(self.tol) >= 0 or not np.isfinite(np.float32(self.tol)):
+            raise ValueError(f"tol must be a finite number >= 0 in float32; got {self.tol!r}.")
+
+    def _prepare(self, X, y, groups, reset=True):
+        """Validate ``(X, y, groups)``; return ``(data, positive [T, n], classes, multi, groups)``."""
+        if groups is not None and not self._supports_groups:
+            raise ValueError(
+                f"{type(self).__name__} does not take groups (query ids); APSVM does "
+                "(mean AP over queries).")
+        X, Y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
+                             multi_output=True, reset=reset, y_numeric=False)
+        positive, classes, multi = labels_to_tasks(Y)
+        if groups is not None:
+            groups = check_groups(groups, X.shape[0])
+        return design(X), positive, classes, multi, groups
+
+    # -- fit ------------------------------------------------------------------
+
+    def fit(self, X, y, *, groups=None):
+        """Fit the model; with a 2-D ``y``, one ranker per column (one call).
+
+        Args:
+            X: ``[n_samples, n_features]`` dense array or ``scipy.sparse``
+                matrix (kept sparse), any real dtype (cast to float32).
+            y: ``[n_samples]`` labels with two distinct values (the larger is
+                the positive class, module docstring), or ``[n_samples,
+                n_tasks]`` with one binary task per column.
+            groups: optional ``[n_samples]`` integer query ids (models with
+                query grouping only, e.g. :class:`APSVM`: mean AP over queries).
+
+        Returns:
+            self
+
+        Raises:
+            ValueError: bad hyperparameters (also out of float32 range), NaN,
+                inf or empty ``X``, complex ``X``, mismatched lengths, a ``y``
+                (or task column) without exactly two classes, ``groups`` on a
+                model without query grouping.
+            TypeError: non-numeric ``X``, hyperparameters of the wrong type.
+
+        Warns:
+            ConvergenceWarning: a fit stopped at ``max_iter`` before reaching
+                ``tol`` (the message gives the gap and advice).
+        """
+        self._check_params()
+        t0 = time.perf_counter()
+        data, positive, classes, multi, groups = self._prepare(X, y, groups)
+        where = np.ones(positive.shape, bool)
+        problems, static = self._problems(data, positive, where, groups)
+        model = self._model(static)
+        T = positive.shape[0]
+        if self.verbose:
+            print(f"{type(self).__name__}: n={data.shape[0]} d={data.shape[1]} tasks={T} "
+                  f"positives={positive.sum(axis=1).tolist()} C={self.C}", flush=True)
+        C = jnp.full((T,), self.C, jnp.float32)
+        res, extras = self._train(model, data, problems, C, single=(T == 1))
+        res = jax.tree_util.tree_map(np.asarray, res)
+        self._set_fitted(res, extras, classes, multi, data, positive)
+        self.fit_time_ = time.perf_counter() - t0
+        warn_unconverged(self, res)
+        if self.verbose:
+            print(f"{type(self).__name__}: {self.n_iter_} iterations, objective "
+                  f"{self.objective_}, converged={self.converged_}, {self.fit_time_:.2f} s",
+                  flush=True)
+        return self
+
+    def _set_fitted(self, res, extras, classes, multi, data, positive):
+        """Fitted attributes from a FitResult with a leading [T] axis."""
+        W = np.asarray(res.w, np.float32)
+        if isinstance(self._features(), Intercept):
+            self.coef_, self.intercept_ = W[:, :-1].copy(), W[:, -1].copy()
+        else:
+            self.coef_ = W
+            # No learned intercept: threshold predict at the midpoint of the
+            # classes' mean training scores (scores are shift invariant).
+            S = np.asarray(data @ jnp.asarray(W.T))  # [n, T]
+            mid = [0.5 * (S[positive[t], t].mean() + S[~positive[t], t].mean())
+                   for t in range(W.shape[0])]
+            self.intercept_ = -np.asarray(mid, np.float32)
+        self.classes_ = classes
+        self.multi_output_ = bool(multi)
+        self.n_features_in_ = data.shape[1]
+
+        def pick(a, cast=float):
+            a = np.asarray(a)
+            return a.copy() if multi else cast(a[0])
+
+        self.n_iter_ = pick(res.num_steps, int)
+        self.objective_ = pick(res.objective)
+        self.dual_objective_ = pick(res.dual)
+        self.converged_ = pick(res.converged, bool)
+        self._fitted_extras(extras, pick)
+        return self
+
+    def _scores(self, W, data):
+        """``[n, M]`` training-set scores of weights ``W [M, dim]`` (for validation)."""
+        feats = self._features()
+        return jax.vmap(lambda w: feats(w, data), out_axes=1)(jnp.asarray(W))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = True
+        return tags

@@ -1,0 +1,69 @@
+"""Base class of the built-in structured models (see :mod:`jaxrank._src.types`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+
+from jaxrank._src.features import LinearFeatures
+
+
+class ItemProblem(NamedTuple):
+    """One ranking (or labelling) of items: ``positive [n]`` and ``where [n]`` bool.
+
+    ``where=False`` removes an item from the fit (e.g. a validation fold).
+    """
+
+    positive: jax.Array
+    where: jax.Array
+
+
+class QueryProblem(NamedTuple):
+    """Rankings per query: ``positive [n]``, ``where [n]`` and ``layout [Q, L]`` int32.
+
+    ``layout[q]`` holds the item indices of query ``q``, padded with ``n``.
+    """
+
+    positive: jax.Array
+    where: jax.Array
+    layout: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A structured model with a feature map and default solver settings.
+
+    Subclasses are frozen dataclasses that add their static configuration
+    (e.g. the capacity ``kp`` and method of AP inference) and define
+    ``oracle(S, problem)`` and/or ``hinge_terms(data, problem, C)``. Every
+    field must be hashable: a model is a static argument of the jitted
+    drivers, and two equal models share one compiled program.
+
+    Attributes:
+        features: the feature map (default :class:`LinearFeatures`, ``S = X w``).
+        cache: static number of cached planes of the solver (``>= 1``).
+        inner_steps: static cached-plane steps per oracle call (``>= 0``).
+        hinge_epochs: static dual coordinate ascent epochs over the hinge
+            terms per solver iteration (``>= 1``; unused without hinge terms).
+    """
+
+    features: Any = LinearFeatures()
+    cache: int = 32
+    inner_steps: int = 32
+    hinge_epochs: int = 1
+
+    oracle = None  # (S, problem) -> Violation; None: no 1-slack structured term
+
+    def dim(self, data) -> int:
+        """Static number of weights of the feature map."""
+        return self.features.dim(data)
+
+    def scores(self, w, data):
+        """The feature map ``S = features(w, data)``."""
+        return self.features(w, data)
+
+    def hinge_terms(self, data, problem, C):
+        """Per-sample hinge terms of the objective (``None``: none)."""
+        return None

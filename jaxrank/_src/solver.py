@@ -1,0 +1,593 @@
+r"""The structured SVM solver: one single-fit driver and one batched driver.
+
+Written once against the structured-model interface (:mod:`jaxrank._src.types`):
+a model supplies a feature map ``S = scores(w, data)`` (linear in ``w``), an
+optional loss-augmented inference oracle and optional per-sample hinge terms.
+The solver never sees ``X``: the plane of an output is the transpose of the
+feature map applied to the oracle's ``coef`` (``jax.vjp``), so dense, BCOO,
+candidate bags and pairwise features work alike.
+
+Problem (eq. (3) of Mohapatra et al. 2014 in its general form)::
+
+    min_w  F(w) = 1/2 ||w||^2 + C xi(w) + sum_i u_i max(0, 1 - y_i z_i^T w)
+    xi(w) = max_y [Delta(y) - w^T a_y],   a_y = J^T coef_y
+
+**1-slack part.** Pegasos (Shalev-Shwartz et al. 2007) steps ``w <- w -
+eta (w - C a_y)`` towards the plane of the oracle's output; here ``eta`` is
+chosen by exact line search on the dual of the 1-slack problem (the
+Frank-Wolfe view, Lacoste-Julien et al. 2013), which keeps a dual lower bound
+``D`` for free::
+
+    D = ell + sum_i alpha_i - 1/2 ||w||^2,
+    w = sum_y beta_y C a_y + sum_i alpha_i y_i z_i,   ell = sum_y beta_y C Delta(y)
+
+with ``beta`` in the simplex. Besides the plane of the current step the
+solver keeps ``cache`` recent planes (older ones merged into one aggregate
+corner) and takes ``inner_steps`` cheap pairwise (away/toward) line-searched
+steps among them between two oracle calls (multi-plane Frank-Wolfe, Shah et
+al. 2015), in weight space with an incremental Gram matrix.
+
+**Hinge block.** The per-sample hinges are an ``n``-slack block with dual
+variables ``alpha_i`` in ``[0, u_i]``, updated by ``hinge_epochs`` epochs of
+dual coordinate ascent per iteration (Hsieh et al. 2008, liblinear's dual
+solver) in a randomised order; every step is an exact maximisation of ``D``
+along one coordinate, so ``D`` never decreases. A model with hinge terms and
+no oracle (the binary SVM) is liblinear's problem.
+
+**Certificate.** ``F(w_best) - D >= F(w_best) - min F``: the fit stops when
+``F(w_best) - D <= tol * F(w_best)`` (relative duality gap) or after
+``max_iter`` iterations, and ``converged`` says which.
+
+:func:`fit` runs one fit as one ``lax.while_loop`` of :func:`step`;
+:func:`fit_many` runs ``M`` fits as work queues (``batch_size`` ``vmap``-ed
+slots, each refilled with the next problem as soon as its fit stops) sharded
+over devices.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxrank._src.types import HingeTerms, Violation
+
+
+class FitResult(NamedTuple):
+    """Result of :func:`fit` (arrays; a leading ``[M]`` axis from :func:`fit_many`).
+
+    Attributes:
+        w: ``[dim]`` weights (with an :class:`Intercept` feature map, the
+            last entry is the intercept).
+        objective: ``[]`` primal objective ``F(w)`` at the returned ``w``.
+        dual: ``[]`` best dual lower bound on ``min F``.
+        num_steps: ``[]`` int32 solver iterations (calls of the oracle).
+        converged: ``[]`` bool, ``objective - dual <= tol * objective``.
+    """
+
+    w: jax.Array
+    objective: jax.Array
+    dual: jax.Array
+    num_steps: jax.Array
+    converged: jax.Array
+
+
+class SolverState(NamedTuple):
+    """State of one fit between two iterations (see :func:`step`).
+
+    Attributes:
+        w: ``[dim]`` current iterate.
+        ell: ``[]`` ``beta @ levels`` (linear part of the dual).
+        best_w: ``[dim]`` iterate with the lowest primal objective so far.
+        best_obj: ``[]`` that objective (``inf`` before the first call).
+        best_dual: ``[]`` best dual value so far (a lower bound on ``min F``).
+        corners: ``[cache + 1, dim]`` cached planes ``C a_y``; the last row is
+            the aggregate of retired planes.
+        levels: ``[cache + 1]`` their offsets ``C Delta(y)``.
+        beta: ``[cache + 1]`` convex weights of the corners.
+        gram: ``[cache + 1, cache + 1]`` ``corners @ corners.T``.
+        it: ``[]`` int32 iterations so far.
+        done: ``[]`` bool, the fit has stopped (converged or ``max_iter``).
+        alpha: ``[m]`` dual variables of the hinge block (``[0]`` without).
+        w_hinge: ``[dim]`` ``sum_i alpha_i y_i z_i`` (part of ``w``).
+    """
+
+    w: jax.Array
+    ell: jax.Array
+    best_w: jax.Array
+    best_obj: jax.Array
+    best_dual: jax.Array
+    corners: jax.Array
+    levels: jax.Array
+    beta: jax.Array
+    gram: jax.Array
+    it: jax.Array
+    done: jax.Array
+    alpha: jax.Array
+    w_hinge: jax.Array
+
+
+def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverState:
+    """The state before the first iteration: ``w = 0``, empty plane cache.
+
+    Args:
+        dim: static number of weights.
+        dtype: float dtype of the weights.
+        cache: static number of cached planes (``>= 1``).
+        n_hinge: static number of hinge terms ``m`` (0 without a hinge block).
+
+    Returns:
+        :class:`SolverState`.
+    """
+    zeros = jnp.zeros((dim,), dtype)
+    return SolverState(
+        w=zeros,
+        ell=jnp.asarray(0, dtype),
+        best_w=zeros,
+        best_obj=jnp.asarray(jnp.inf, dtype),
+        best_dual=jnp.asarray(0, dtype),
+        corners=jnp.zeros((cache + 1, dim), dtype),
+        levels=jnp.zeros((cache + 1,), dtype),
+        beta=jnp.zeros((cache + 1,), dtype).at[cache].set(1),
+        gram=jnp.zeros((cache + 1, cache + 1), dtype),
+        it=jnp.asarray(0, jnp.int32),
+        done=jnp.asarray(False),
+        alpha=jnp.zeros((n_hinge,), dtype),
+        w_hinge=zeros,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Pieces of one iteration.
+# ---------------------------------------------------------------------------
+
+
+def _pairwise_step(beta, ell, v, gram, levels):
+    """One pairwise Frank-Wolfe step on the cached corners (exact line search).
+
+    Moves weight from the "away" corner (least violated among those in use) to
+    the "toward" corner (most violated); ``gamma`` maximises the dual
+    ``ell - 1/2 ||w||^2`` along that segment, clipped to the away weight.
+    ``v = corners @ w`` is updated by two columns of ``gram``: O(cache).
+    """
+    viol = levels - v
+    t = jnp.argmax(viol)
+    a = jnp.argmin(jnp.where(beta > 0, viol, jnp.inf))
+    denom = gram[t, t] - 2 * gram[t, a] + gram[a, a]
+    gamma = (viol[t] - viol[a]) / jnp.where(denom > 0, denom, 1)
+    gamma = jnp.clip(jnp.where(denom > 0, gamma, 0), 0, beta[a])
+    ell = ell + gamma * (levels[t] - levels[a])
+    beta = beta.at[a].add(-gamma).at[t].add(gamma)
+    v = v + gamma * (gram[:, t] - gram[:, a])
+    return beta, ell, v
+
+
+def _tree_vdot(a, b):
+    return sum(jnp.vdot(x, y) for x, y in zip(jax.tree_util.tree_leaves(a),
+                                               jax.tree_util.tree_leaves(b)))
+
+
+def _hinge_margins(h: HingeTerms, w):
+    """``[m]`` ``z_i^T w`` (with the constant feature ``bias``)."""
+    d = h.rows.shape[1]
+    s = h.rows @ w[:d]
+    if h.bias:
+        s = s + h.bias * w[d]
+    return s
+
+
+def _hinge_objective(h: HingeTerms, w):
+    m = _hinge_margins(h, w)
+    return jnp.sum(h.upper * jnp.maximum(0, 1 - h.labels * m))
+
+
+def _hinge_sq_norms(h: HingeTerms):
+    q = h.rows.row_sq_norms()
+    return q + h.bias * h.bias if h.bias else q
+
+
+def _dcd_epochs(h: HingeTerms, w, alpha, order, sq_norms, epochs):
+    """``epochs`` passes of dual coordinate ascent over the hinge terms."""
+    from jaxrank._src import hinge_xla
+
+    return hinge_xla.dcd_epochs(h, w, alpha, order, sq_norms, epochs)
+
+
+def _order(key, it, perm0):
+    """Visiting order of iteration ``it``: the base permutation rotated at random."""
+    m = perm0.shape[0]
+    shift = jax.random.randint(jax.random.fold_in(key, it), (), 0, max(m, 1))
+    return jnp.roll(perm0, shift)
+
+
+def _converged(best_obj, best_dual, tol):
+    ok = best_obj - best_dual <= tol * jnp.abs(best_obj)
+    return ok & jnp.isfinite(best_obj)
+
+
+def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
+         perm0=None, sq_norms=None, key=None) -> SolverState:
+    """One iteration of the solver: one call of loss-augmented inference.
+
+    Evaluates ``F`` at ``state.w`` (the oracle gives the most-violated output
+    ``y``, its plane ``(C a_y, C Delta(y))`` and the slack; the hinge terms
+    their sum), keeps the best iterate, sets ``done`` if the certified relative
+    gap ``(F(w_best) - D) / F(w_best)`` is ``<= tol`` or ``max_iter``
+    iterations were made, then takes the Pegasos / Frank-Wolfe step towards
+    the new plane with exact line search, ``model.inner_steps`` pairwise steps
+    among the cached planes, and ``model.hinge_epochs`` epochs of dual
+    coordinate ascent on the hinge block, and raises the dual bound ``D``.
+    Pure and shape-static: ``vmap`` it over states, problems and ``C``.
+
+    Args:
+        state: :class:`SolverState` (from :func:`init_state` or this function).
+        model: a structured model (static; see :mod:`jaxrank._src.types`).
+        data: the model's data (e.g. a :class:`jaxrank.models.Design`).
+        problem: pytree of arrays of this fit (labels, masks, ...).
+        C: ``[]`` float trade-off ``> 0``.
+        tol: ``[]`` relative duality gap at which the fit stops.
+        max_iter: static bound on the iterations of the fit.
+        perm0: ``[m]`` int32 base visiting order of the hinge terms (only
+            with hinge terms; :func:`fit` draws it).
+        sq_norms: ``[m]`` squared row norms of the hinge terms (computed here
+            if ``None``).
+        key: PRNG key of the visiting orders (only with hinge terms).
+
+    Returns:
+        The next :class:`SolverState` (``it`` increased by one).
+
+    References:
+        Shalev-Shwartz et al., ICML 2007 (Pegasos); Lacoste-Julien et al.,
+        ICML 2013 (Frank-Wolfe view, line search); Shah et al., CVPR 2015
+        (multi-plane cache); Hsieh et al., ICML 2008 (dual coordinate descent).
+    """
+    s = state
+    dtype = s.w.dtype
+    C = jnp.asarray(C, dtype)
+    cache = s.levels.shape[0] - 1
+    hinge = model.hinge_terms(data, problem, C)
+    has_oracle = model.oracle is not None
+    obj = 0.5 * jnp.dot(s.w, s.w)
+    w, ell, beta, corners, levels, gram = s.w, s.ell, s.beta, s.corners, s.levels, s.gram
+    alpha, w_hinge = s.alpha, s.w_hinge
+    if has_oracle:
+        S, transpose = jax.vjp(lambda v: model.scores(v, data), s.w)
+        r = model.oracle(S, problem)
+        (a,) = transpose(jax.tree_util.tree_map(lambda c, x: c.astype(x.dtype), r.coef, S))
+        a = a.astype(dtype)
+        slack = r.hinge if r.hinge is not None else r.loss - _tree_vdot(S, r.coef)
+        obj = obj + C * slack
+        ws, ls = C * a, C * r.loss.astype(dtype)
+    if hinge is not None:
+        hinge = HingeTerms(hinge.rows, hinge.bias, hinge.labels.astype(dtype),
+                           hinge.upper.astype(dtype))
+        obj = obj + _hinge_objective(hinge, s.w)
+    better = obj < s.best_obj
+    best_w = jnp.where(better, s.w, s.best_w)
+    best_obj = jnp.where(better, obj, s.best_obj)
+    it = s.it + 1
+    done = _converged(best_obj, s.best_dual, tol) | (it >= max_iter)
+    if has_oracle:
+        # Retire the oldest cached plane into the aggregate corner, then store
+        # the new plane in its slot.
+        slot = s.it % cache
+        agg = cache
+        b_old, b_agg = beta[slot], beta[agg]
+        mass = b_old + b_agg
+        mix = jnp.where(mass > 0, b_old / jnp.where(mass > 0, mass, 1), 0)
+        corners = corners.at[agg].set((1 - mix) * corners[agg] + mix * corners[slot])
+        levels = levels.at[agg].set((1 - mix) * levels[agg] + mix * levels[slot])
+        beta = beta.at[agg].set(mass).at[slot].set(0)
+        corners = corners.at[slot].set(ws)
+        levels = levels.at[slot].set(ls)
+        # Pegasos / Frank-Wolfe step towards the new plane (line search); only
+        # the plane part w - w_hinge moves.
+        d = (w - w_hinge) - ws
+        gap = jnp.dot(w, d) - ell + ls
+        denom = jnp.dot(d, d)
+        gamma = jnp.clip(gap / jnp.where(denom > 0, denom, 1), 0, 1)
+        gamma = jnp.where(denom > 0, gamma, 0)
+        w = w - gamma * d
+        ell = ell + gamma * (ls - ell)
+        beta = (1 - gamma) * beta
+        beta = beta.at[slot].add(gamma)
+        # Refresh the two changed rows / columns of the Gram matrix.
+        r_slot = corners @ corners[slot]
+        r_agg = corners @ corners[agg]
+        gram = gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
+        gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
+        if model.inner_steps > 0:
+            beta, ell, _ = lax.fori_loop(
+                0, model.inner_steps, lambda _, c: _pairwise_step(*c, gram, levels),
+                (beta, ell, gram @ beta + (corners @ w_hinge if hinge is not None else 0)),
+            )
+            w = beta @ corners + w_hinge
+    if hinge is not None:
+        if sq_norms is None:
+            sq_norms = _hinge_sq_norms(hinge)
+        if perm0 is None:
+            perm0 = jnp.arange(hinge.labels.shape[0], dtype=jnp.int32)
+        if key is None:
+            key = jax.random.key(0)
+        w_plane = w - w_hinge
+        w, alpha = _dcd_epochs(hinge, w, alpha, _order(key, s.it, perm0), sq_norms,
+                               model.hinge_epochs)
+        w_hinge = w - w_plane
+    dual = jnp.maximum(s.best_dual, ell + jnp.sum(alpha) - 0.5 * jnp.dot(w, w))
+    return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done,
+                       alpha, w_hinge)
+
+
+def state_result(state: SolverState, tol) -> FitResult:
+    """The :class:`FitResult` of a (stopped) fit: its best iterate and bounds."""
+    conv = _converged(state.best_obj, state.best_dual, tol)
+    return FitResult(state.best_w, state.best_obj, state.best_dual, state.it, conv)
+
+
+# ---------------------------------------------------------------------------
+# Drivers.
+# ---------------------------------------------------------------------------
+
+
+def _check_static(model, max_iter):
+    if int(max_iter) < 1:
+        raise ValueError(f"max_iter must be >= 1; got {max_iter!r}.")
+    if int(model.cache) < 1:
+        raise ValueError(f"model.cache must be >= 1; got {model.cache!r}.")
+    if int(model.inner_steps) < 0:
+        raise ValueError(f"model.inner_steps must be >= 0; got {model.inner_steps!r}.")
+    if int(getattr(model, "hinge_epochs", 1)) < 1:
+        raise ValueError(f"model.hinge_epochs must be >= 1; got {model.hinge_epochs!r}.")
+
+
+def _hinge_setup(model, data, problem, C, dtype, key):
+    """Size, row norms and base visiting order of the hinge block (0, None, None without)."""
+    h = model.hinge_terms(data, problem, jnp.asarray(1.0, dtype))
+    if h is None:
+        if model.oracle is None:
+            raise ValueError(
+                f"{type(model).__name__} has neither an oracle nor hinge terms: nothing to fit.")
+        return 0, None, None
+    m = h.labels.shape[-1]
+    sq = _hinge_sq_norms(h)
+    perm0 = jax.random.permutation(key, m).astype(jnp.int32)
+    return m, sq, perm0
+
+
+def fit(
+    model,
+    data,
+    problem,
+    *,
+    C,
+    tol=1e-4,
+    max_iter: int = 2000,
+    callback: Callable | None = None,
+    seed: int = 0,
+) -> FitResult:
+    r"""Minimise ``F(w)`` (module docstring) for one problem: one ``lax.while_loop``.
+
+    From ``w = 0`` until the certified relative duality gap is ``<= tol`` or
+    ``max_iter`` iterations.
+
+    Args:
+        model: a structured model (static; frozen dataclass with ``scores``,
+            ``oracle``, ``hinge_terms``, ``dim``, ``cache``, ``inner_steps``;
+            see :mod:`jaxrank._src.types` and the README's worked example).
+        data: the model's data, shared by every fit of a batch (e.g. a
+            :class:`jaxrank.models.Design`).
+        problem: pytree of arrays of this fit (e.g. labels and ``where``).
+        C: scalar ``> 0`` (may be traced; ``vmap`` over it for a grid).
+        tol: relative duality gap at which to stop (``>= 0``): when
+            ``converged``, ``objective`` is within ``tol`` (relative) of the
+            exact optimum.
+        max_iter: static bound on the iterations (``>= 1``).
+        callback: optional host function ``(it, objective, dual) -> None``
+            called through ``jax.debug.callback`` after every iteration
+            (progress output). Static.
+        seed: static seed of the hinge block's visiting order.
+
+    Returns:
+        :class:`FitResult`.
+
+    Raises:
+        ValueError: ``max_iter < 1``, bad ``model.cache`` / ``inner_steps``,
+            a model with neither an oracle nor hinge terms.
+
+    References:
+        Shalev-Shwartz, Singer, Srebro, "Pegasos", ICML 2007;
+        Lacoste-Julien, Jaggi, Schmidt, Pletscher, "Block-coordinate
+        Frank-Wolfe optimization for structural SVMs", ICML 2013;
+        Shah, Kolmogorov, Lampert, CVPR 2015; Hsieh, Chang, Lin, Keerthi,
+        Sundararajan, "A dual coordinate descent method for large-scale
+        linear SVM", ICML 2008.
+    """
+    _check_static(model, max_iter)
+    dtype = _dtype(data)
+    dim = model.dim(data)
+    key = jax.random.key(seed)
+    m, sq, perm0 = _hinge_setup(model, data, problem, C, dtype, key)
+    run = functools.partial(step, model=model, data=data, problem=problem, C=C, tol=tol,
+                            max_iter=max_iter, perm0=perm0, sq_norms=sq, key=key)
+
+    def body(s):
+        s = run(s)
+        if callback is not None:
+            jax.debug.callback(callback, s.it, s.best_obj, s.best_dual)
+        return s
+
+    state = lax.while_loop(lambda s: ~s.done, body,
+                           init_state(dim, dtype, model.cache, m))
+    return state_result(state, tol)
+
+
+def _dtype(data):
+    leaves = [x for x in jax.tree_util.tree_leaves(data)
+              if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    return jnp.result_type(leaves[0]) if leaves else jnp.float32
+
+
+class _Queue(NamedTuple):
+    slots: SolverState  # [B] batched states
+    pos: jax.Array  # [B] int32 problem of each slot; M = idle
+    next: jax.Array  # [] int32 next problem to load
+    out: FitResult  # [M] results
+
+
+def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_problems,
+               callback, seed):
+    """``M`` fits in one ``lax.while_loop`` over ``batch_size`` slots (one device)."""
+    dtype = _dtype(data)
+    C = jnp.asarray(C, dtype)
+    M = C.shape[0]
+    B = min(int(batch_size), M)
+    num = jnp.asarray(M if num_problems is None else num_problems, jnp.int32)
+    dim = model.dim(data)
+    key = jax.random.key(seed)
+    first_prob = jax.tree_util.tree_map(lambda a: a[0], problems)
+    m, sq, perm0 = _hinge_setup(model, data, first_prob, C[0], dtype, key)
+    fresh = jax.tree_util.tree_map(
+        lambda a: jnp.broadcast_to(a, (B,) + a.shape),
+        init_state(dim, dtype, model.cache, m),
+    )
+
+    def one(s, prob, c):
+        return step(s, model, data, prob, c, tol=tol, max_iter=max_iter, perm0=perm0,
+                    sq_norms=sq, key=key)
+
+    def body(q):
+        idx = jnp.minimum(q.pos, M - 1)
+        prob = jax.tree_util.tree_map(lambda a: a[idx], problems)
+        slots = jax.vmap(one)(q.slots, prob, C[idx])
+        stopped = slots.done & (q.pos < M)
+        res = jax.vmap(state_result, in_axes=(0, None))(slots, tol)
+        dest = jnp.where(stopped, q.pos, M)
+        out = jax.tree_util.tree_map(lambda o, r: o.at[dest].set(r, mode="drop"), q.out, res)
+        # Refill the stopped slots with the next problems, in order.
+        new = q.next + jnp.cumsum(stopped) - 1
+        pos = jnp.where(stopped, jnp.where(new < num, new, M), q.pos)
+        slots = jax.tree_util.tree_map(
+            lambda f, s: jnp.where(stopped.reshape((B,) + (1,) * (s.ndim - 1)), f, s),
+            fresh, slots,
+        )
+        n_stopped = jnp.sum(stopped, dtype=jnp.int32)
+        if callback is not None:
+            lax.cond(n_stopped > 0, lambda k: jax.debug.callback(callback, k),
+                     lambda k: None, n_stopped)
+        return _Queue(slots, pos.astype(jnp.int32), q.next + n_stopped, out)
+
+    first = jnp.arange(B, dtype=jnp.int32)
+    empty = FitResult(
+        w=jnp.zeros((M, dim), dtype),
+        objective=jnp.zeros((M,), dtype),
+        dual=jnp.zeros((M,), dtype),
+        num_steps=jnp.zeros((M,), jnp.int32),
+        converged=jnp.zeros((M,), bool),
+    )
+    q0 = _Queue(fresh, jnp.where(first < num, first, M), jnp.asarray(B, jnp.int32), empty)
+    q = lax.while_loop(lambda q: jnp.any(q.pos < M), body, q0)
+    return q.out
+
+
+def fit_many(
+    model,
+    data,
+    problems: Any,
+    C,
+    *,
+    tol=1e-4,
+    max_iter: int = 2000,
+    batch_size: int = 16,
+    devices: tuple | None = None,
+    callback: Callable | None = None,
+    seed: int = 0,
+) -> FitResult:
+    r"""``M`` independent fits of :func:`fit` in one call: work queues, one per device.
+
+    A work queue ("continuous batching"): each loop iteration is one
+    :func:`step` ``vmap``-ed over ``batch_size`` slots; a slot whose fit stops
+    writes its :class:`FitResult` and loads the next problem from ``w = 0``.
+    Each fit is the same sequence of iterates as :func:`fit` alone (up to
+    float rounding of batched products); the cost is about ``sum(iterations)
+    / batch_size`` batched steps, not ``max`` per batch as for a ``vmap`` of
+    whole fits. The problems are ordered by decreasing ``C`` (iterations grow
+    with ``C``: long fits first, so the queues end with short ones), dealt
+    round-robin to ``devices`` and each device runs its own queue
+    (``jax.shard_map``, no communication). On a CPU, ``k`` devices are ``k``
+    cores: ``jax.config.update("jax_num_cpu_devices", k)`` before JAX's first
+    computation.
+
+    Args:
+        model: a structured model (static), as in :func:`fit`.
+        data: shared data of every fit (replicated on every device).
+        problems: pytree of arrays with a leading axis ``[M]``.
+        C: ``[M]`` float trade-offs ``> 0``.
+        tol: ``[]`` relative duality gap of every fit.
+        max_iter: static bound on the iterations of each fit.
+        batch_size: static number of slots per device (``>= 1``; capped at
+            the number of problems per device).
+        devices: static tuple of devices to shard the problems over; ``None``
+            or one device runs a single queue on the default device.
+        callback: optional static host function ``(n_stopped) -> None``,
+            called through ``jax.debug.callback`` with the number of fits that
+            stopped in a loop iteration (when it is ``> 0``).
+        seed: static seed of the hinge block's visiting order.
+
+    Returns:
+        :class:`FitResult` with a leading ``[M]`` axis, in problem order.
+
+    Raises:
+        ValueError: ``C`` not a non-empty ``[M]`` array, a leaf of
+            ``problems`` without the leading ``[M]`` axis, ``batch_size < 1``,
+            and the errors of :func:`fit`.
+    """
+    _check_static(model, max_iter)
+    dtype = _dtype(data)
+    C = jnp.asarray(C, dtype)
+    if C.ndim != 1 or C.shape[0] < 1:
+        raise ValueError(f"C must be a non-empty [M] array; got shape {C.shape}.")
+    M = C.shape[0]
+    for leaf in jax.tree_util.tree_leaves(problems):
+        if jnp.shape(leaf)[:1] != (M,):
+            raise ValueError(
+                f"every leaf of problems must have the leading axis [M] = [{M}] of C; got a "
+                f"leaf of shape {jnp.shape(leaf)}.")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1; got {batch_size!r}.")
+    order = jnp.argsort(-C, stable=True).astype(jnp.int32)
+    kw = dict(tol=tol, max_iter=max_iter, callback=callback, seed=seed)
+    D = 1 if devices is None else min(len(devices), M)  # no idle devices
+    if D <= 1:
+        res = _fit_queue(model, data, jax.tree_util.tree_map(lambda a: a[order], problems),
+                         C[order], batch_size=batch_size, num_problems=None, **kw)
+        return jax.tree_util.tree_map(lambda r: jnp.zeros_like(r).at[order].set(r), res)
+    from jax.sharding import Mesh, PartitionSpec
+
+    per = -(-M // D)  # problems per device (the last ones padding)
+    slot = jnp.arange(per * D, dtype=jnp.int32)
+    deal = jnp.where(slot < M, order[jnp.minimum(slot, M - 1)], 0)
+    deal = deal.reshape(per, D).T  # [D, per]: device d gets order[d], order[d + D], ...
+    count = jnp.sum((slot < M).reshape(per, D), axis=0).astype(jnp.int32)  # [D]
+    local_problems = jax.tree_util.tree_map(lambda a: a[deal], problems)
+
+    def local(probs, c, num, data):
+        res = _fit_queue(model, data, jax.tree_util.tree_map(lambda a: a[0], probs), c[0],
+                         batch_size=batch_size, num_problems=num[0], **kw)
+        return jax.tree_util.tree_map(lambda r: r[None], res)
+
+    spec = PartitionSpec("devices")
+    data_spec = jax.tree_util.tree_map(lambda _: PartitionSpec(), data)
+    res = jax.shard_map(
+        local, mesh=Mesh(np.asarray(devices[:D]), ("devices",)),
+        in_specs=(spec, spec, spec, data_spec), out_specs=spec, check_vma=False,
+    )(local_problems, C[deal], count, data)
+    dest = jnp.where(slot.reshape(per, D).T < M, deal, M).reshape(-1)
+    return jax.tree_util.tree_map(
+        lambda r: jnp.zeros((M,) + r.shape[2:], r.dtype)
+        .at[dest].set(r.reshape((-1,) + r.shape[2:]), mode="drop"),
+        res,
+    )
