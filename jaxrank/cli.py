@@ -1,24 +1,42 @@
 """Command-line interface, in the conventions of svm_perf_learn / svm_map_learn.
 
-    jaxrank train [--model apsvm|svm] [-c C] TRAIN MODEL
+    jaxrank train [--model NAME] [-c C] TRAIN MODEL
     jaxrank predict MODEL DATA [-o scores.txt]
     jaxrank evaluate MODEL DATA
-    jaxrank sweep TRAIN [--model apsvm|svm|apsvm-appx] [--Cs 0.1,1,10] [--cv 5]
+    jaxrank sweep TRAIN [--model NAME] [--Cs auto|0.1,1,10] [--cv 5]
                   [--task-column COL ...] [--tasks all|CLASS,...] [--output-prefix P]
     jaxrank demo
+
+Models are the registry's (``jaxrank.ESTIMATORS``): every option that names an
+estimator parameter (``-c``, ``--tol``, ``--k``, ...) is passed to the chosen
+class, and an option the class does not have is an error. SVMlight files
+with ``qid:`` columns are query-grouped data: models with query grouping
+(``apsvm``: mean AP over queries) train per query, others refuse them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 
 import numpy as np
 
-MODELS = ("apsvm", "svm", "apsvm-appx")  # linear structural SVMs (train and sweep)
-TRAIN_MODELS = MODELS + ("kernelrank", "auc-svm")
+# CLI option (argparse dest) -> estimator parameter.
+_PARAM_OPTIONS = {
+    "c": "C",
+    "inference": "inference",
+    "max_iter": "max_iter",
+    "tol": "tol",
+    "pos_weight": "pos_weight",
+    "k": "k",
+    "C_binary": "C_binary",
+    "kernel": "kernel",
+    "bandwidth": "bandwidth",
+}
+_FLAG = {"c": "-c", "C_binary": "--C-binary"}
 
 
 def _positive_float(text):
@@ -26,8 +44,11 @@ def _positive_float(text):
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not np.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    with np.errstate(over="ignore", under="ignore"):
+        v32 = np.float32(v)
+    if not np.isfinite(v32) or v32 <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a number > 0 that is finite and non-zero in float32, got {text!r}")
     return v
 
 
@@ -41,32 +62,55 @@ def _positive_int(text):
     return v
 
 
-def _make_model(name, C, args):
-    import jaxrank
+def _bandwidth(text):
+    return "auto" if text == "auto" else _positive_float(text)
 
-    if name == "apsvm":
-        return jaxrank.APSVM(
-            C=C, inference=args.inference, max_iter=args.max_iter, tol=args.tol,
-            verbose=args.verbose,
-        )
-    if name == "kernelrank":
-        bw = args.bandwidth
-        return jaxrank.KernelRank(
-            scorer="linear", kernel=args.kernel,
-            bandwidth="auto" if bw == "auto" else _positive_float(bw),
-            verbose=args.verbose,
-        )
-    if name == "auc-svm":
-        return jaxrank.AUCSVM(C=C, max_iter=args.max_iter, tol=args.tol, verbose=args.verbose)
-    if name == "apsvm-appx":
-        return jaxrank.APSVMApprox(
-            C=C, k=args.k, C_binary=args.C_binary, inference=args.inference,
-            max_iter=args.max_iter, tol=args.tol, verbose=args.verbose,
-        )
-    return jaxrank.BinarySVM(
-        C=C, pos_weight=args.pos_weight, max_iter=args.max_iter, tol=args.tol,
-        verbose=args.verbose,
-    )
+
+def _grid(text):
+    if text == "auto":
+        return "auto"
+    return [_positive_float(v) for v in text.split(",")]
+
+
+def _param(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _estimator_params(cls, args):
+    """Parameters of ``cls`` from the options the user gave (errors for foreign ones)."""
+    names = set(cls().get_params())
+    params = {}
+    for dest, param in _PARAM_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if param not in names:
+            flag = _FLAG.get(dest, "--" + dest.replace("_", "-"))
+            raise ValueError(f"{flag} does not apply to --model {args.model} "
+                             f"({cls.__name__} has no parameter {param!r}).")
+        params[param] = value
+    for key, value in getattr(args, "param", None) or []:
+        if key not in names:
+            raise ValueError(f"--param {key}: {cls.__name__} has no such parameter; it has "
+                             f"{sorted(names)}.")
+        params[key] = value
+    if "verbose" in names:
+        params["verbose"] = not args.quiet
+    return params
+
+
+def make_estimator(args):
+    """The unfitted estimator of ``--model`` with the given options."""
+    from jaxrank._src.registry import get_estimator
+
+    cls = get_estimator(args.model)
+    return cls(**_estimator_params(cls, args))
 
 
 def precision_at_k(scores, positive, k=10):
@@ -75,56 +119,85 @@ def precision_at_k(scores, positive, k=10):
     return float(np.mean(np.asarray(positive, bool)[order]))
 
 
-def _evaluate(scores, y):
-    from jaxrank._src.validation import binary_labels
+def evaluate_scores(scores, positive, groups=None):
+    """AP, ROC-AUC and P@10 of scores (MAP over queries with ``groups``)."""
     from jaxrank.metrics import average_precision, roc_auc
 
-    positive = binary_labels(y, "labels of DATA")
     s = np.asarray(scores, np.float32)
-    return {
+    out = {
         "AP": float(average_precision(s, positive)),
         "ROC-AUC": float(roc_auc(s, positive)),
         "P@10": precision_at_k(s, positive, 10),
     }
+    if groups is not None:
+        aps = [float(average_precision(s[groups == q], positive[groups == q]))
+               for q in np.unique(groups)
+               if positive[groups == q].any() and (~positive[groups == q]).any()]
+        out["MAP"] = float(np.mean(aps)) if aps else float("nan")
+        out["queries"] = len(aps)
+    return out
+
+
+def _check_output(path, force):
+    """Fail before any work if ``path`` cannot be written (or exists without --force)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a directory; expected a file name to write.")
+    if os.path.exists(path) and not force:
+        raise FileExistsError(f"{path} exists; use --force to overwrite it.")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ValueError(f"cannot write {path}: directory {directory} does not exist.")
+    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ValueError(f"cannot write {path}: permission denied.")
+
+
+def _read(path, n_features=None):
+    from jaxrank._src.io import load_data
+
+    return load_data(path, n_features=n_features, return_groups=True)
 
 
 def cmd_train(args):
+    _check_output(args.model_file, args.force)
+    est = make_estimator(args)
+    X, y, groups = _read(args.train_file)
+    print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}"
+          + (f", {np.unique(groups).size} queries (qid)" if groups is not None else ""))
+    if groups is not None and not getattr(est, "_supports_groups", False):
+        raise ValueError(
+            f"{args.train_file} has qid: columns (queries); --model {args.model} trains one "
+            "pooled ranking and does not take queries. Use --model apsvm (mean AP over "
+            "queries) or remove the qid: columns.")
+    t0 = time.perf_counter()
+    if groups is not None:
+        est.fit(X, y, groups=groups)
+    else:
+        est.fit(X, y)
+    dt = time.perf_counter() - t0
+    conv = getattr(est, "converged_", None)
+    print(f"trained {type(est).__name__}(C={getattr(est, 'C', 'n/a')}) in {dt:.2f} s: "
+          f"{est.n_iter_} iterations, objective {est.objective_:.6g}"
+          + ("" if conv is None else f", converged={conv}"))
+    if groups is not None and hasattr(est, "n_dropped_queries_"):
+        print(f"{est.n_queries_} queries, {est.n_dropped_queries_} dropped (no relevant or no "
+              "irrelevant item)")
     import jaxrank
 
-    if os.path.exists(args.model_file) and not args.force:
-        raise SystemExit(f"error: {args.model_file} exists; use --force to overwrite it.")
-    X, y = jaxrank.load_data(args.train_file)
-    print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}")
-    model = _make_model(args.model, args.c, args)
-    t0 = time.perf_counter()
-    model.fit(X, y)
-    dt = time.perf_counter() - t0
-    print(
-        f"trained {type(model).__name__}(C={args.c}) in {dt:.2f} s: {model.n_iter_} "
-        f"iterations, objective {model.objective_:.6g}, "
-        f"converged={getattr(model, 'converged_', 'n/a')}"
-    )
-    jaxrank.save(model, args.model_file, overwrite=args.force)
+    jaxrank.save(est, args.model_file, overwrite=args.force)
     print(f"wrote {args.model_file}")
     return 0
-
-
-def _load_for_model(model, path):
-    import jaxrank
-
-    X, y = jaxrank.load_data(path, n_features=model.n_features_in_)
-    return X, y
 
 
 def cmd_predict(args):
     import jaxrank
 
-    model = jaxrank.load(args.model_file)
-    X, _ = _load_for_model(model, args.data_file)
-    scores = model.decision_function(X)
     if args.output:
-        if os.path.exists(args.output) and not args.force:
-            raise SystemExit(f"error: {args.output} exists; use --force to overwrite it.")
+        _check_output(args.output, args.force)
+    model = jaxrank.load(args.model_file)
+    X, _, _ = _read(args.data_file, model.n_features_in_)
+    scores = np.asarray(model.decision_function(X))
+    if args.output:
         np.savetxt(args.output, scores, fmt="%.8g")
         print(f"wrote {len(scores)} scores to {args.output}")
     else:
@@ -132,20 +205,39 @@ def cmd_predict(args):
     return 0
 
 
+def _positive_labels(model, y, path):
+    """Labels of a data file as positives by the model's ``classes_`` (or grades)."""
+    y = np.asarray(y)
+    if hasattr(model, "min_relevance") and np.array_equal(model.classes_, [0, 1]) and (
+            not np.isin(y, model.classes_).all()):
+        return y >= model.min_relevance
+    unknown = np.setdiff1d(np.unique(y), model.classes_)
+    if unknown.size:
+        raise ValueError(f"labels of {path} {unknown.tolist()[:6]} are not among the model's "
+                         f"classes {model.classes_.tolist()}.")
+    return y == model.classes_[1]
+
+
 def cmd_evaluate(args):
     import jaxrank
 
     model = jaxrank.load(args.model_file)
-    X, y = _load_for_model(model, args.data_file)
-    res = _evaluate(model.decision_function(X), y)
+    X, y, groups = _read(args.data_file, model.n_features_in_)
+    positive = _positive_labels(model, y, args.data_file)
+    if positive.all() or not positive.any():
+        raise ValueError(f"{args.data_file} needs positives and negatives to evaluate.")
+    s = np.asarray(model.decision_function(X))
+    res = evaluate_scores(s if s.ndim == 1 else s[:, 0], positive, groups)
     for k, v in res.items():
-        print(f"{k:8s} {v:.4f}")
+        print(f"{k:8s} {v:.4f}" if isinstance(v, float) else f"{k:8s} {v}")
     return 0
 
 
 def _read_matrix(path):
     """A numeric matrix from a ``.csv`` (no header) or ``.npy`` file."""
     low = path.lower()
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a directory; expected a .csv or .npy file.")
     if low.endswith(".npy"):
         a = np.load(path, allow_pickle=False)
     elif low.endswith((".csv", ".csv.gz", ".csv.bz2")):
@@ -154,16 +246,16 @@ def _read_matrix(path):
         raise ValueError(
             f"--task-column needs a .csv or .npy file (one row per sample); got {path}."
         )
-    if a.ndim != 2 or a.shape[1] < 2:
-        raise ValueError(f"{path} must be a 2-D matrix with at least 2 columns.")
+    if a.ndim != 2 or a.shape[1] < 2 or a.dtype.kind not in "iuf":
+        raise ValueError(f"{path} must be a 2-D real matrix with at least 2 columns.")
     return a
 
 
-def sweep_tasks(X, labels, *, task_columns=None, tasks="all"):
+def sweep_tasks(labels, *, task_columns=None, tasks="all"):
     """Turn label column(s) into binary ranking tasks ``[n, T]`` and task names.
 
-    * One label column with two values in ``{0,1}``/``{-1,1}``: one task.
-    * One label column with any other values (a multi-class label): one
+    * One label column with two values: one task (larger value positive).
+    * One label column with more values (a multi-class label): one
       one-vs-rest task per class, ``positive = (label == class)``; ``tasks``
       ``"all"`` (default) takes every class, or a comma-separated list of
       class values selects some (e.g. ``"1,3"``).
@@ -171,8 +263,7 @@ def sweep_tasks(X, labels, *, task_columns=None, tasks="all"):
       column is one binary task named ``col<index>``.
 
     Raises:
-        ValueError: an unknown class in ``tasks``, a non-binary column among
-            several, a task with a single class.
+        ValueError: an unknown class in ``tasks``.
     """
     labels = np.asarray(labels)
     if labels.ndim == 2 and labels.shape[1] > 1:
@@ -181,14 +272,17 @@ def sweep_tasks(X, labels, *, task_columns=None, tasks="all"):
         return labels, names
     y = labels.reshape(-1)
     values = np.unique(y)
-    if set(values.tolist()) <= {0, 1} or set(values.tolist()) <= {-1, 1}:
-        return y[:, None], ["label"]
+    if values.size <= 2:
+        return y, ["label"]
     if tasks == "all":
         chosen = values
     else:
         chosen = []
         for v in str(tasks).split(","):
-            v = float(v)
+            try:
+                v = float(v)
+            except ValueError:
+                raise ValueError(f"--tasks: {v!r} is not a number.") from None
             if v not in values:
                 raise ValueError(f"--tasks: class {v:g} is not a label value; classes are "
                                  f"{[float(f'{c:g}') for c in values]}.")
@@ -205,14 +299,12 @@ def _fmt_row(cells, widths):
 def _use_cpu_cores(args):
     """Make each CPU core a JAX device (``--devices``), before JAX's first computation.
 
-    Batched fits are sharded over devices (:func:`jaxrank.solvers.fit_ssvm_many`);
-    JAX's CPU backend has one device unless ``jax_num_cpu_devices`` is set
-    before it starts. A no-op if JAX is already running (``main`` called from
-    Python) or for a GPU/TPU default backend (it only shapes the CPU backend).
+    A no-op if JAX is already running (``main`` called from Python) or for a
+    GPU/TPU default backend (it only shapes the CPU backend).
     """
     import jax
 
-    n = args.devices
+    n = getattr(args, "devices", None)
     if n is None:
         cores = getattr(os, "sched_getaffinity", None)
         n = len(cores(0)) if cores else (os.cpu_count() or 1)
@@ -223,7 +315,6 @@ def _use_cpu_cores(args):
 
 
 def _devices(args):
-    """The devices to shard batched fits over: the first ``--devices`` local ones."""
     import jax
 
     devs = jax.local_devices()
@@ -233,16 +324,20 @@ def _devices(args):
 def cmd_sweep(args):
     """Cross-validate C for one or many tasks in one compiled call."""
     import csv
-    import json
 
+    from jaxrank._src.registry import get_estimator
     from jaxrank._src.sweep import sweep
 
     _use_cpu_cores(args)
     prefix = args.output_prefix
     outputs = [prefix + ".csv", prefix + ".json"]
     for f in outputs:
-        if os.path.exists(f) and not args.force:
-            raise SystemExit(f"error: {f} exists; use --force to overwrite it.")
+        _check_output(f, args.force)
+    cls = get_estimator(args.model)
+    params = _estimator_params(cls, args)
+    params.pop("verbose", None)
+    params.pop("C", None)
+    groups = None
     if args.task_column:
         a = _read_matrix(args.train_file)
         cols = [c if c >= 0 else a.shape[1] + c for c in args.task_column]
@@ -251,26 +346,28 @@ def cmd_sweep(args):
                              f"for {a.shape[1]} columns.")
         feat = [c for c in range(a.shape[1]) if c not in cols]
         X, labels = a[:, feat], a[:, cols]
-        Y, names = sweep_tasks(X, labels, task_columns=args.task_column, tasks=args.tasks)
+        Y, names = sweep_tasks(labels, task_columns=args.task_column, tasks=args.tasks)
     else:
-        import jaxrank
-
-        X, y = jaxrank.load_data(args.train_file)
-        Y, names = sweep_tasks(X, y, tasks=args.tasks)
-    T, G, F = Y.shape[1], len(args.Cs), args.cv
+        X, y, groups = _read(args.train_file)
+        if groups is not None:
+            Y, names = y, ["queries"]
+        else:
+            Y, names = sweep_tasks(y, tasks=args.tasks)
+    T = 1 if np.ndim(Y) == 1 else Y.shape[1]
     print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}; "
           f"{T} task(s): {', '.join(map(str, names))}")
     res = sweep(
-        X, Y, Cs=args.Cs, model=args.model, cv=args.cv, k=args.k, C_binary=args.C_binary,
-        inference=args.inference, tol=args.tol, max_iter=args.max_iter,
-        pos_weight=args.pos_weight, random_state=args.seed, task_names=names,
-        refit=False, verbose=True, progress=True, batch_size=args.batch_size,
-        devices=_devices(args),
+        X, Y, Cs=args.Cs, model=args.model, cv=args.cv, groups=groups,
+        random_state=args.seed, task_names=names, refit=False, verbose=True,
+        progress=not args.quiet, batch_size=args.batch_size, devices=_devices(args),
+        **params,
     )
     mean = res.mean_val_ap  # [T, G]
+    F = res.val_ap.shape[2]
     head = ["C"] + [str(n) for n in names] + ["mean"]
     widths = [max(8, len(h)) for h in head]
-    print(f"\nmean validation AP over {F} folds ({T * G * F} fits, model {args.model}):")
+    print(f"\nmean validation {'MAP' if groups is not None else 'AP'} over {F} folds "
+          f"({res.n_fits} fits, model {args.model}):")
     print(_fmt_row(head, widths))
     for g, C in enumerate(res.Cs):
         cells = [f"{C:g}"] + [f"{mean[t, g]:.4f}" for t in range(T)] + [
@@ -290,9 +387,8 @@ def cmd_sweep(args):
         "mean_val_ap": {str(n): [float(v) for v in mean[t]] for t, n in enumerate(names)},
         "best_C": {str(n): float(c) for n, c in zip(names, res.best_C)},
         "n_fits": res.n_fits, "n_converged": int(res.converged.sum()),
-        "seconds": res.cv_time,
-        "settings": {"tol": args.tol, "max_iter": args.max_iter, "inference": args.inference,
-                     "k": args.k, "C_binary": args.C_binary, "seed": args.seed},
+        "grid_extensions": res.extensions, "seconds": res.cv_time,
+        "settings": {k: v for k, v in params.items()} | {"seed": args.seed},
     }
     with open(outputs[1], "w") as fh:
         json.dump(summary, fh, indent=2)
@@ -301,89 +397,47 @@ def cmd_sweep(args):
 
 
 def cmd_demo(args):
-    """Binary SVM vs AP-SVM on the bundled page-blocks data, C by CV."""
-    import jax.numpy as jnp
-    from sklearn.model_selection import train_test_split
-    from sklearn.preprocessing import StandardScaler
-
-    import jaxrank
-    from jaxrank._src.model_selection import cv_grid, stratified_fold_masks
+    """The mission on bundled real data: four rankers, C by CV, test AP per dataset."""
+    from jaxrank._src.demo import run_demo
 
     _use_cpu_cores(args)
-    X, y = jaxrank.datasets.load_page_blocks(return_X_y=True)
-    Xtr, Xte, ytr, yte = train_test_split(
-        X, y, test_size=0.3, stratify=y, random_state=args.seed
-    )
-    scaler = StandardScaler().fit(Xtr)
-    Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
-    Cs = np.asarray(args.Cs, np.float32)
-    print(
-        f"page-blocks0 (bundled, KEEL/UCI): train {len(ytr)} ({int((ytr > 0).sum())} "
-        f"positives), test {len(yte)} ({int((yte > 0).sum())} positives), "
-        f"{X.shape[1]} features, standardised"
-    )
-    print(f"choosing C from {[float(f'{c:g}') for c in args.Cs]} by {args.cv}-fold CV (validation AP) ...")
-    positive = ytr > 0
-    masks = stratified_fold_masks(positive, args.cv, random_state=args.seed)
-    Xj = jnp.asarray(Xtr, jnp.float32)
-    rows = []
-    for name in ("svm", "apsvm"):
-        loss = "ap" if name == "apsvm" else "zero_one"
-        kp = int(positive.sum()) if loss == "ap" else 1
-        t0 = time.perf_counter()
-        ap, obj, steps, conv = cv_grid(
-            Xj, jnp.asarray(positive), jnp.asarray(masks), jnp.asarray(Cs),
-            jnp.float32(args.tol), loss=loss, kp=kp, max_iter=args.max_iter,
-            fit_intercept=(name == "svm"), batch_size=args.batch_size,
-            devices=tuple(_devices(args)),
-        )
-        mean_ap = np.asarray(ap).mean(axis=0)
-        best = int(np.argmax(mean_ap))
-        t_cv = time.perf_counter() - t0
-        cv_txt = "  ".join(f"C={c:g}: {a:.4f}" for c, a in zip(Cs, mean_ap))
-        print(f"  {name:6s} CV AP  {cv_txt}   ({t_cv:.1f} s for {masks.shape[0] * len(Cs)} fits)")
-        model = _make_model(name, float(Cs[best]), args)
-        t0 = time.perf_counter()
-        model.fit(Xtr, ytr)
-        t_fit = time.perf_counter() - t0
-        res = _evaluate(model.decision_function(Xte), yte)
-        rows.append((type(model).__name__, float(Cs[best]), float(mean_ap[best]), res,
-                     t_fit, model.n_iter_, t_cv))
-    print()
-    print("| model | C (CV) | CV AP | test AP | test ROC-AUC | test P@10 | fit time (s) | iterations | CV time (s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, C, cvap, res, t_fit, it, t_cv in rows:
-        print(
-            f"| {name} | {C:g} | {cvap:.4f} | {res['AP']:.4f} | {res['ROC-AUC']:.4f} | "
-            f"{res['P@10']:.2f} | {t_fit:.2f} | {it} | {t_cv:.1f} |"
-        )
-    print("\nfit time includes JIT compilation (first call of each shape).")
-    return 0
+    return run_demo(seed=args.seed, cv=args.cv, devices=_devices(args), quiet=args.quiet,
+                    datasets=args.datasets)
 
 
 def build_parser():
+    from jaxrank._src.registry import ESTIMATORS
+
+    names = sorted(ESTIMATORS)
     p = argparse.ArgumentParser(
         prog="jaxrank",
-        description="Train and use rankers that optimise Average Precision (AP-SVM) "
-        "or a binary SVM baseline. Data files: SVMlight/LIBSVM (.gz/.bz2 ok), "
-        ".npz (X, y), .npy/.csv (label in the last column).",
+        description="Train and use rankers that optimise Average Precision (AP-SVM), "
+        "ROC-AUC (ROC-area SVM, KernelRank) or a binary SVM baseline. Data files: "
+        "SVMlight/LIBSVM (1-based indices; qid: = query ids; .gz/.bz2 ok), .npz (X, y), "
+        ".npy/.csv (label in the last column).",
     )
     sub = p.add_subparsers(dest="command", required=True)
 
+    def quiet(q):
+        q.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress output (progress is shown by default)")
+
     def common_fit(q):
-        q.add_argument("--inference", choices=["select", "search", "greedy"], default="select",
+        q.add_argument("--inference", choices=["select", "search", "greedy"], default=None,
                        help="AP loss-augmented inference algorithm (all exact; default select)")
-        q.add_argument("--max-iter", type=int, default=2000,
-                       help="maximum solver iterations (default 2000)")
-        q.add_argument("--tol", type=_positive_float, default=1e-4,
+        q.add_argument("--max-iter", type=_positive_int, default=None,
+                       help="maximum solver iterations (default: the model's)")
+        q.add_argument("--tol", type=_positive_float, default=None,
                        help="relative duality gap to stop at (default 1e-4)")
-        q.add_argument("--pos-weight", type=_positive_float, default=1.0,
-                       help="weight of positives in the binary SVM hinge (default 1)")
-        q.add_argument("-v", "--verbose", action="store_true", help="print solver progress")
-        q.add_argument("--k", type=_positive_float, default=0.5,
-                       help="apsvm-appx: fraction of the easy set kept, in (0, 1] (default 0.5)")
+        q.add_argument("--pos-weight", type=_positive_float, default=None,
+                       help="svm: weight of positives in the hinge (default 1)")
+        q.add_argument("--k", type=_positive_float, default=None,
+                       help="apsvm-appx: fraction of the easy set kept, in (0, 1]")
         q.add_argument("--C-binary", dest="C_binary", type=_positive_float, default=None,
                        help="apsvm-appx: C of the first-stage binary SVM (default C/n)")
+        q.add_argument("--param", type=_param, action="append", metavar="NAME=VALUE",
+                       help="any other parameter of the model's class (JSON value)")
+        quiet(q)
 
     def batched(q):
         q.add_argument("--batch-size", type=_positive_int, default=None,
@@ -394,21 +448,23 @@ def build_parser():
 
     t = sub.add_parser(
         "train", help="train a model on TRAIN and write it to MODEL",
-        description="Train an AP-SVM (eq. (3) of Mohapatra et al. 2014) or a binary SVM. "
-        "-c is the C of eq. (3): 1/2||w||^2 + C*xi with the AP loss in [0,1]. "
-        "SVM-perf/SVM-map measure the loss in percent, so their -c equals 100*C here.",
+        description="Train a ranker. -c is the C of eq. (3) (Mohapatra et al. 2014): "
+        "1/2||w||^2 + C*xi with the AP loss in [0,1]; SVM-perf/SVM-map measure the loss "
+        "in percent, so their -c equals 100*C here. A TRAIN file with qid: columns is "
+        "query-grouped (apsvm: mean AP over queries, SVM-map).",
     )
     t.add_argument("train_file", metavar="TRAIN")
     t.add_argument("model_file", metavar="MODEL")
-    t.add_argument("--model", choices=TRAIN_MODELS, default="apsvm",
+    t.add_argument("--model", choices=names, default="apsvm",
                    help="apsvm (default), svm, apsvm-appx (AP-SVM-APPX, paper §3.3), "
-                   "kernelrank (smoothed AUC, linear scorer; Gao & Sun) or auc-svm "
-                   "(ROC-area SVM, SVM-perf -l 10)")
+                   "auc-svm (ROC-area SVM, SVM-perf -l 10) or kernelrank (smoothed AUC; "
+                   "Gao & Sun)")
     t.add_argument("--kernel", choices=["gaussian", "sigmoid_like", "sigmoid"],
-                   default="gaussian", help="kernelrank: smoothing kernel (default gaussian)")
-    t.add_argument("--bandwidth", default="auto",
+                   default=None, help="kernelrank: smoothing kernel (default gaussian)")
+    t.add_argument("--bandwidth", type=_bandwidth, default=None,
                    help="kernelrank: bandwidth in score units, or 'auto' (paper default)")
-    t.add_argument("-c", type=_positive_float, default=1.0, help="trade-off C > 0 (default 1)")
+    t.add_argument("-c", type=_positive_float, default=None,
+                   help="trade-off C > 0 (default: the model's, 1)")
     t.add_argument("--force", action="store_true", help="overwrite MODEL if it exists")
     common_fit(t)
     t.set_defaults(func=cmd_train)
@@ -421,26 +477,28 @@ def build_parser():
     pr.add_argument("--force", action="store_true", help="overwrite the -o file if it exists")
     pr.set_defaults(func=cmd_predict)
 
-    ev = sub.add_parser("evaluate", help="AP, ROC-AUC and P@10 of MODEL on DATA")
+    ev = sub.add_parser("evaluate", help="AP, ROC-AUC and P@10 of MODEL on DATA",
+                        description="Positives are the model's classes_[1] (its larger "
+                        "label); with qid: columns, also the MAP over queries.")
     ev.add_argument("model_file", metavar="MODEL")
     ev.add_argument("data_file", metavar="DATA")
     ev.set_defaults(func=cmd_evaluate)
 
     sw = sub.add_parser(
         "sweep", help="choose C by k-fold CV for one or many tasks, all fits in one call",
-        description="Cross-validate C (validation AP) for every task of TRAIN with all "
-        "(task, C, fold) fits in one compiled call (work queues of --batch-size vmapped "
-        "fits per device). Tasks: a binary label gives one "
-        "task; a multi-class label column gives one one-vs-rest task per class (--tasks); "
-        "several --task-column columns of a .csv/.npy file give one binary task each. "
-        "Writes PREFIX.csv (one row per fit) and PREFIX.json (summary).",
+        description="Cross-validate C (validation AP; MAP over queries for qid: files) for "
+        "every task of TRAIN with all (task, C, fold) fits in one compiled call. Tasks: a "
+        "binary label gives one task; a multi-class label column gives one one-vs-rest task "
+        "per class (--tasks); several --task-column columns of a .csv/.npy file give one "
+        "binary task each. Writes PREFIX.csv (one row per fit) and PREFIX.json (summary).",
     )
     sw.add_argument("train_file", metavar="TRAIN")
-    sw.add_argument("--model", choices=MODELS, default="apsvm",
-                    help="apsvm (default), svm or apsvm-appx")
-    sw.add_argument("--Cs", type=lambda s: [_positive_float(v) for v in s.split(",")],
-                    default=[0.1, 1.0, 10.0], help="comma-separated C grid (default 0.1,1,10)")
-    sw.add_argument("--cv", type=int, default=5, help="stratified CV folds (default 5)")
+    sw.add_argument("--model", choices=[n for n in names if n != "kernelrank"],
+                    default="apsvm", help="apsvm (default), svm, apsvm-appx or auc-svm")
+    sw.add_argument("--Cs", type=_grid, default="auto",
+                    help="comma-separated C grid, or 'auto' (default): the model's own "
+                    "grid, extended while the best C sits at an edge")
+    sw.add_argument("--cv", type=_positive_int, default=5, help="CV folds (default 5)")
     sw.add_argument("--task-column", type=int, nargs="+", default=None, metavar="COL",
                     help="label column(s) of a .csv/.npy TRAIN (0-based, negative from the "
                     "end); the other columns are features. Default: the last column.")
@@ -456,29 +514,39 @@ def build_parser():
     sw.set_defaults(func=cmd_sweep)
 
     d = sub.add_parser(
-        "demo", help="binary SVM vs AP-SVM on the bundled page-blocks data",
-        description="Train a binary SVM and an AP-SVM on the bundled KEEL page-blocks0 "
-        "data (70/30 stratified split, standardised features), C chosen by k-fold CV "
-        "on the training split, and print test AP, ROC-AUC, P@10, time, iterations.",
+        "demo", help="binary SVM vs AP-SVM vs ROC-area SVM vs KernelRank on bundled data",
+        description="On each bundled demo dataset (KEEL/UCI, jaxrank.datasets.DEMO_DATASETS): "
+        "a stratified 70/30 split, standardised features, C of each SVM chosen by k-fold CV "
+        "(validation AP) in one batched sweep per model, KernelRank's bandwidth by its "
+        "validation split; prints test AP per dataset and each model's number of wins.",
     )
-    d.add_argument("--Cs", type=lambda s: [_positive_float(v) for v in s.split(",")],
-                   default=[0.01, 0.1, 1.0, 10.0], help="comma-separated C grid")
-    d.add_argument("--cv", type=int, default=3, help="CV folds (default 3)")
+    d.add_argument("--cv", type=_positive_int, default=3, help="CV folds (default 3)")
     d.add_argument("--seed", type=int, default=0, help="split/fold seed (default 0)")
-    common_fit(d)
+    d.add_argument("--datasets", default=None,
+                   help="comma-separated subset of the demo datasets (default: all)")
+    quiet(d)
     batched(d)
     d.set_defaults(func=cmd_demo)
     return p
 
 
 def main(argv=None):
+    """Entry point of the ``jaxrank`` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,
+            PermissionError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader of stdout went away (e.g. `jaxrank predict ... | head`).
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
 
 
 if __name__ == "__main__":

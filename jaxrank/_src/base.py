@@ -492,8 +492,13 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
                   flush=True)
         return self
 
-    def _set_fitted(self, res, extras, classes, multi, data, positive):
-        """Fitted attributes from a FitResult with a leading [T] axis."""
+    def _set_fitted(self, res, extras, classes, multi, data, positive, where=None):
+        """Fitted attributes from a FitResult with a leading [T] axis.
+
+        ``where [T, n]`` (default all) marks each task's training samples.
+        """
+        if where is None:
+            where = np.ones(positive.shape, bool)
         W = np.asarray(res.w, np.float32)
         if isinstance(self._features(), Intercept):
             self.coef_, self.intercept_ = W[:, :-1].copy(), W[:, -1].copy()
@@ -502,8 +507,8 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             # No learned intercept: threshold predict at the midpoint of the
             # classes' mean training scores (scores are shift invariant).
             S = np.asarray(data @ jnp.asarray(W.T))  # [n, T]
-            mid = [0.5 * (S[positive[t], t].mean() + S[~positive[t], t].mean())
-                   for t in range(W.shape[0])]
+            mid = [0.5 * (S[positive[t] & where[t], t].mean()
+                          + S[~positive[t] & where[t], t].mean()) for t in range(W.shape[0])]
             self.intercept_ = -np.asarray(mid, np.float32)
         self.classes_ = classes
         self.multi_output_ = bool(multi)

@@ -48,13 +48,13 @@ class Design:
         self.shape = tuple(int(s) for s in X.shape)
 
     def tree_flatten(self):
-        return (self.X, self.indptr), None
+        return (self.X, self.indptr), self.shape
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         obj = object.__new__(cls)
         obj.X, obj.indptr = children
-        obj.shape = tuple(int(s) for s in obj.X.shape)
+        obj.shape = aux
         return obj
 
     @property

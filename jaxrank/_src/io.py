@@ -190,7 +190,7 @@ def load(path):
     return model
 
 
-def load_data(path, *, n_features=None):
+def load_data(path, *, n_features=None, return_groups=False):
     """Read a binary-labelled data file.
 
     Formats, by extension: SVMlight/LIBSVM (``.svm``, ``.svmlight``,
@@ -223,16 +223,22 @@ def load_data(path, *, n_features=None):
             with np.load(path, allow_pickle=False) as d:
                 if "X" not in d.files or "y" not in d.files:
                     raise ValueError("an .npz data file needs arrays 'X' and 'y'")
-                return np.array(d["X"]), np.array(d["y"])
+                X, y = np.array(d["X"]), np.array(d["y"])
+                return (X, y, None) if return_groups else (X, y)
         if base.endswith(".npy"):
             a = np.load(path, allow_pickle=False)
             if a.ndim != 2 or a.shape[1] < 2:
                 raise ValueError("an .npy data file must be 2-D with the label last")
-            return a[:, :-1], a[:, -1]
+            return (a[:, :-1], a[:, -1], None) if return_groups else (a[:, :-1], a[:, -1])
         if base.endswith(".csv"):
             a = np.loadtxt(path, delimiter=",", ndmin=2)
-            return a[:, :-1], a[:, -1]
-        X, y = load_svmlight_file(path, n_features=n_features)
+            return (a[:, :-1], a[:, -1], None) if return_groups else (a[:, :-1], a[:, -1])
+        X, y, qid = load_svmlight_file(path, n_features=n_features, query_id=True)
+        groups = qid if qid.size and np.any(qid != 0) else None
+        if return_groups:
+            return X, y, groups
+        if groups is not None:
+            raise ValueError("the file has qid: columns (queries); pass return_groups=True")
         return X, y
     except ValueError as e:
         raise ValueError(f"cannot read data file {path}: {e}") from None

@@ -122,14 +122,17 @@ def _check_Cs(Cs):
     return arr.astype(np.float64)
 
 
-def _fold_masks(cv, positive, random_state, groups=None):
+def _fold_masks(cv, positive, random_state, groups=None, where=None):
     T, n = positive.shape
+    if where is None:
+        where = np.ones(positive.shape, bool)
     if groups is not None and isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
         masks = np.stack([group_fold_masks(groups, int(cv)) for _ in range(T)])
     elif isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
-        masks = np.stack([stratified_fold_masks(positive[t], int(cv),
-                                                random_state=random_state)
-                          for t in range(T)])
+        masks = np.zeros((T, int(cv), n), bool)
+        for t in range(T):
+            masks[t][:, where[t]] = stratified_fold_masks(
+                positive[t][where[t]], int(cv), random_state=random_state)
     else:
         masks = np.asarray(cv)
         if masks.dtype != bool:
@@ -143,10 +146,11 @@ def _fold_masks(cv, positive, random_state, groups=None):
             )
     if masks.shape[1] < 2:
         raise ValueError(f"cv needs at least 2 folds; got {masks.shape[1]}.")
+    masks = masks & where[:, None, :]
     for t in range(T):
         for f in range(masks.shape[1]):
             val = masks[t, f]
-            for part, m in (("validation", val), ("training", ~val)):
+            for part, m in (("validation", val), ("training", ~val & where[t])):
                 n_pos = int((positive[t] & m).sum())
                 n_neg = int((~positive[t] & m).sum())
                 if (n_pos == 0 or n_neg == 0) and groups is None:
@@ -217,13 +221,14 @@ def _val_ap(S, positive, val, groups):
     return out
 
 
-def _run(est, data, positive, masks, Cs, groups, batch_size, devices, progress, verbose):
+def _run(est, data, positive, where, masks, Cs, groups, batch_size, devices, progress,
+         verbose):
     """All (task, C, fold) fits for the grid ``Cs``: arrays ``[T, G, F]``."""
     T, F, n = masks.shape
     G = Cs.shape[0]
     t, g, f = (a.reshape(-1) for a in np.meshgrid(np.arange(T), np.arange(G), np.arange(F),
                                                    indexing="ij"))
-    pos, train = positive[t], ~masks[t, f]
+    pos, train, val = positive[t], where[t] & ~masks[t, f], masks[t, f]
     problems, static = est._problems(data, pos, train, groups)
     model = est._model(static)
     M = T * G * F
@@ -241,7 +246,7 @@ def _run(est, data, positive, masks, Cs, groups, batch_size, devices, progress, 
     finally:
         bar.close()
     S = np.asarray(est._scores(res.w, data))  # [n, M]
-    val_ap = _val_ap(S, pos, ~train, groups)
+    val_ap = _val_ap(S, pos, val, groups)
     out = [val_ap, res.objective, res.dual, res.num_steps, res.converged]
     out = [np.asarray(a).reshape(T, G, F) for a in out]
     dt = time.perf_counter() - t0
@@ -257,6 +262,7 @@ def sweep(
     model="apsvm",
     cv=5,
     groups=None,
+    where=None,
     random_state=0,
     refit=True,
     task_names=None,
@@ -290,6 +296,9 @@ def sweep(
             all tasks) or ``[T, F, n]``.
         groups: optional ``[n]`` query ids (estimators with query grouping:
             validation MAP over queries).
+        where: optional ``[n]`` or ``[T, n]`` bool: the samples of each task
+            (default all). Samples outside it take part in no fit and no
+            validation (e.g. several datasets stacked as tasks).
         random_state: fold shuffling seed.
         refit: refit the best ``C`` of each task on all samples.
         task_names: optional ``T`` names, for reports.
@@ -332,8 +341,12 @@ def sweep(
     names = list(range(T)) if task_names is None else list(task_names)
     if len(names) != T:
         raise ValueError(f"task_names has {len(names)} names for {T} tasks.")
-    masks = _fold_masks(cv, positive, random_state, groups)
-    out, cv_time = _run(est, data, positive, masks, grid, groups, batch_size, devices,
+    where = np.ones(positive.shape, bool) if where is None else np.broadcast_to(
+        np.asarray(where), positive.shape)
+    if where.dtype != bool:
+        raise TypeError(f"where must be a bool array; got dtype {where.dtype}.")
+    masks = _fold_masks(cv, positive, random_state, groups, where)
+    out, cv_time = _run(est, data, positive, where, masks, grid, groups, batch_size, devices,
                         progress, verbose)
     extensions = 0
     while auto and extensions < int(max_extensions):
@@ -350,8 +363,8 @@ def sweep(
             place = "low"
         if not new:
             break
-        more, dt = _run(est, data, positive, masks, np.asarray(new), groups, batch_size,
-                        devices, progress, verbose)
+        more, dt = _run(est, data, positive, where, masks, np.asarray(new), groups,
+                        batch_size, devices, progress, verbose)
         cv_time += dt
         if place == "high":
             grid = np.r_[grid, new]
@@ -367,7 +380,8 @@ def sweep(
     if refit:
         _say(verbose, f"refitting the best C of {T} task(s) in one call ...")
         t0 = time.perf_counter()
-        estimators = _refit(est, data, positive, classes, best_C, groups, batch_size, devices)
+        estimators = _refit(est, data, positive, where, classes, best_C, groups, batch_size,
+                            devices)
         refit_time = time.perf_counter() - t0
         _say(verbose, f"  done in {refit_time:.1f} s")
     return SweepResult(
@@ -378,10 +392,9 @@ def sweep(
     )
 
 
-def _refit(est, data, positive, classes, best_C, groups, batch_size, devices):
+def _refit(est, data, positive, where, classes, best_C, groups, batch_size, devices):
     """Refit every task at its own C in one call; return fitted estimators."""
     T = positive.shape[0]
-    where = np.ones(positive.shape, bool)
     problems, static = est._problems(data, positive, where, groups)
     model = est._model(static)
     res, extras = est._train(model, data, problems, jnp.asarray(best_C, jnp.float32),
@@ -393,7 +406,7 @@ def _refit(est, data, positive, classes, best_C, groups, batch_size, devices):
         sl = lambda a, t=t: np.asarray(a)[t : t + 1]  # noqa: E731
         one._set_fitted(jax.tree_util.tree_map(sl, res),
                         {k: sl(v) for k, v in extras.items() if not k.startswith("_")},
-                        classes, False, data, positive[t : t + 1])
+                        classes, False, data, positive[t : t + 1], where[t : t + 1])
         one.n_features_in_ = data.shape[1]
         out.append(one)
     return out
