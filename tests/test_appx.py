@@ -3,6 +3,7 @@
 Real data: 300 samples of MULAN "scene" (label 0, "Beach"), 294 features.
 """
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxrank
-from jaxrank._src.appx import APSVMApprox  # until re-exported as jaxrank.APSVMApprox
+from jaxrank import APSVMApprox
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 C = 2.0
@@ -50,28 +51,31 @@ def _kept_easy(X, y, w0, k):
     return kept
 
 
-def _penalised_oracle(positive, easy, difficult, mu, kp):
+@dataclasses.dataclass(frozen=True)
+class PenalisedAppx(jaxrank.models.Model):
     """Reference formulation of problem (10): the exact penalty folded into the 1-slack loss.
 
-    The most violated output is the AP most-violated ranking of the difficult
-    samples plus the set of violated easy constraints (loss ``Delta_AP + mu
-    #violated``, coefficient ``mu y_i`` on them): the same objective as the
-    hinge block of ``fit_appx``, solved by 1-slack planes only.
+    A user-defined model: the most violated output is the AP most-violated
+    ranking of the difficult samples plus the set of violated easy
+    constraints (loss ``Delta_AP + mu #violated``, coefficient ``mu y_i`` on
+    them): the same objective as APSVMApprox's hinge terms, solved by
+    1-slack planes only.
     """
-    import jax.numpy as jnp
 
-    from jaxrank._src import inference
+    kp: int = 1
+    cache: int = 128
+    inner_steps: int = 512
 
-    def oracle(s):
-        ap = inference.ap_most_violated_masked(s, positive & difficult, ~positive & difficult,
-                                               kp=kp)
+    def oracle(self, s, problem):
+        import jax.numpy as jnp
+
+        positive, easy, difficult, mu = problem
+        ap = jaxrank.inference.ap_oracle(s, positive, difficult, kp=self.kp)
         y = jnp.where(positive, 1.0, -1.0).astype(s.dtype)
         viol = easy & (y * s < 1)
-        return inference.MostViolated(
-            ap.loss + mu * jnp.sum(viol), ap.coef + jnp.where(viol, mu * y, 0),
-            ap.hinge + mu * jnp.sum(jnp.where(viol, 1 - y * s, 0)), ap.interleaving_rank)
-
-    return oracle
+        return jaxrank.inference.Violation(
+            ap.loss + mu * jnp.sum(viol), ap.coef + jnp.where(viol, mu * y, 0), None,
+            ap.hinge + mu * jnp.sum(jnp.where(viol, 1 - y * s, 0)))
 
 
 def test_first_stage_is_the_intercept_free_binary_svm(scene, fitted):
@@ -122,15 +126,15 @@ def test_smaller_k_keeps_fewer_constraints(scene, fitted):
 @pytest.mark.parametrize("k", [0, 0.0, -0.5, 1.01, float("nan"), float("inf")])
 def test_rejects_k_outside_unit_interval(scene, k):
     X, y = scene
-    with pytest.raises(ValueError, match=r"k must be in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"'k' parameter"):
         APSVMApprox(k=k).fit(X, y)
 
 
 def test_rejects_bad_C_and_single_class(scene):
     X, y = scene
-    with pytest.raises(ValueError, match="C must be"):
+    with pytest.raises(ValueError, match="'C' parameter"):
         APSVMApprox(C=0.0).fit(X, y)
-    with pytest.raises(ValueError, match="C_binary must be"):
+    with pytest.raises(ValueError, match="'C_binary' parameter"):
         APSVMApprox(C_binary=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="two classes"):
         APSVMApprox().fit(X, np.zeros_like(y))
@@ -146,7 +150,7 @@ def test_save_load_roundtrip(fitted, scene, tmp_path):
 
 
 def test_batched_appx_equals_independent_fits(scene):
-    """fit_appx_many (both stages through the work queues) vs independent fits.
+    """A 2-D ``Y`` (both stages through the work queues) vs independent fits.
 
     The split is a discontinuous function of w0 (a margin near 1, or a near
     tie at the top-k cut, flips with rounding-level changes of w0), so two
@@ -154,52 +158,43 @@ def test_batched_appx_equals_independent_fits(scene):
     Stage by stage: the batched first stage is the binary SVM fitted alone
     (objective within tol), the batched split is the NumPy reference split
     of the batched w0, and the batched second stage is problem (10) on that
-    split fitted alone.
+    split fitted alone (as 1-slack planes, a different formulation).
     """
     import jax
     import jax.numpy as jnp
 
-    from jaxrank._src.appx import fit_appx_many
-    from jaxrank.solvers import fit_linear, fit_ssvm
-
     X, y = scene
     rng = np.random.default_rng(0)
-    valid = np.stack([np.ones(len(y), bool), rng.random(len(y)) < 0.7,
-                      rng.random(len(y)) < 0.7])
-    pos = np.broadcast_to(y > 0, valid.shape)
-    Cs = np.array([C, 10 * C, 0.5 * C], np.float32)
-    kp = int(pos.sum(axis=1).max())
+    Y = np.stack([y > 0, (y > 0) ^ (rng.random(len(y)) < 0.05), X[:, 0] > np.median(X[:, 0])],
+                 axis=1).astype(int)
     C_bin, max_iter = 0.5, 3000
-    many = fit_appx_many(
-        jnp.asarray(X), jnp.asarray(pos), jnp.asarray(valid), jnp.asarray(Cs),
-        jnp.float32(C_bin), jnp.float32(K), jnp.float32(TOL), kp=kp, max_iter=max_iter,
-        binary_max_iter=max_iter, batch_size=2, devices=tuple(jax.devices()[:2]),
-    )
-    yy = np.where(y > 0, 1, -1)
-    for i in range(len(Cs)):
-        Xi, yi, vi = jnp.asarray(X), jnp.asarray(y > 0), jnp.asarray(valid[i])
+    many = APSVMApprox(C=C, k=K, C_binary=C_bin, tol=TOL, max_iter=max_iter,
+                       binary_max_iter=max_iter).fit(X, Y)
+    data = jaxrank.models.design(X)
+    for t in range(Y.shape[1]):
+        yt = Y[:, t]
+        yy = np.where(yt > 0, 1, -1)
         # stage 1: the intercept-free binary SVM alone (both converged: within tol)
-        ref0 = fit_linear(Xi, yi, vi, jnp.float32(C_bin), jnp.float32(TOL), loss="zero_one",
-                          kp=1, max_iter=max_iter)
-        w0 = np.asarray(many.w0[i])
-        f0 = 0.5 * w0 @ w0 + C_bin * np.maximum(0, 1 - yy * (X @ w0))[valid[i]].sum()
-        assert int(many.binary_fit_steps[i]) < max_iter and bool(ref0.converged)
-        np.testing.assert_allclose(f0, float(ref0.objective), rtol=2 * TOL)
+        ref0 = jaxrank.BinarySVM(C=C_bin, fit_intercept=False, tol=TOL, max_iter=max_iter)
+        ref0.fit(X, yt)
+        w0 = many.w0_[t]
+        f0 = 0.5 * w0 @ w0 + C_bin * np.maximum(0, 1 - yy * (X @ w0)).sum()
+        assert ref0.converged_
+        np.testing.assert_allclose(f0, ref0.objective_, rtol=2 * TOL)
         # the split of the batched w0: the independent NumPy reference
-        ref_easy = _kept_easy(X[valid[i]], y[valid[i]], w0, K)
-        np.testing.assert_array_equal(np.asarray(many.easy[i])[valid[i]], ref_easy)
-        assert not np.any(np.asarray(many.easy[i])[~valid[i]])
-        np.testing.assert_array_equal(np.asarray(many.difficult[i]),
-                                      valid[i] & ~np.asarray(many.easy[i]))
+        easy = _kept_easy(X, yt, w0, K)
+        assert many.n_easy_[t] == easy.sum()
         # stage 2 on that split, fitted alone with the penalty as 1-slack planes
-        oracle = _penalised_oracle(yi, many.easy[i], many.difficult[i], many.mu[i], kp)
-        ref = jax.jit(lambda c: fit_ssvm(oracle, Xi, C=c, tol=TOL, max_iter=max_iter,
-                                         cache=128, inner_steps=512))(jnp.float32(Cs[i]))
-        fm, dm = float(many.fit.objective[i]), float(many.fit.dual[i])
+        pos = jnp.asarray(yt > 0)
+        prob = (pos, jnp.asarray(easy), jnp.asarray(~easy), jnp.float32(many.mu_[t]))
+        model = PenalisedAppx(kp=int((yt > 0).sum()))
+        ref = jax.jit(lambda p: jaxrank.solvers.fit(model, data, p, C=C, tol=TOL,
+                                                    max_iter=max_iter))(prob)
+        fm, dm = float(many.objective_[t]), float(many.dual_objective_[t])
         # each objective is >= the other fit's certified lower bound
         assert fm >= float(ref.dual) * (1 - 1e-5) and float(ref.objective) >= dm * (1 - 1e-5)
-        if bool(ref.converged) and bool(many.fit.converged[i]):
+        if bool(ref.converged) and bool(many.converged_[t]):
             np.testing.assert_allclose(fm, float(ref.objective), rtol=1e-3)
         # and the batched fit's constraints hold with its own certified bound
-        bound = 2 * max(fm - dm, 0) / (float(Cs[i]) * float(many.mu[i]))
-        assert float(many.violation[i]) <= bound + FLOAT_SLACK * int(many.easy[i].sum())
+        bound = 2 * max(fm - dm, 0) / (C * float(many.mu_[t]))
+        assert float(many.constraint_violation_[t]) <= bound + FLOAT_SLACK * int(easy.sum())

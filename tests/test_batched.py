@@ -1,23 +1,27 @@
-"""Work-queue batching of the solver: fit_ssvm_queue / fit_ssvm_many.
+"""The batched driver (work queues sharded over devices): every fit of a batch is the fit run alone.
 
-Every fit of a queue must be the fit run alone (fit_ssvm). The Frank-Wolfe
-path itself depends on float rounding (batched reductions round differently,
-and the pairwise steps' argmax picks amplify it), so the test is what the
-solver certifies: each fit's objective is >= the other's dual bound, both
-gaps are <= tol, and the weights are within the strong-convexity bound.
-Real data: the bundled page-blocks set.
+The Frank-Wolfe path itself depends on float rounding (batched reductions
+round differently, and the pairwise steps' argmax picks amplify it), so the
+test is what the solver certifies: each fit's objective is >= the other's
+dual bound, both gaps are <= tol, and the weights are within the
+strong-convexity bound. Real data: the bundled page-blocks set.
 """
 
-import chex
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrank._src.estimators import make_oracle
-from jaxrank.solvers import fit_linear, fit_linear_many, fit_ssvm, fit_ssvm_many, fit_ssvm_queue
+import jaxrank
+from jaxrank.models import APModel, BinaryModel, Intercept, ItemProblem, design
+from jaxrank.solvers import fit, fit_many
 
 N = 240
+fit_jit = jax.jit(fit, static_argnames=("model", "max_iter", "callback", "seed"))
+many_jit = jax.jit(fit_many, static_argnames=("model", "max_iter", "batch_size", "devices",
+                                               "callback", "seed"))
 
 
 def _problems(page_blocks, dtype):
@@ -34,21 +38,12 @@ def _problems(page_blocks, dtype):
     valid = np.stack([v for _, v in labels for _ in Cs])
     C = np.array([c for _ in labels for c in Cs], dtype)
     kp = int(max((p & v).sum() for p, v in labels))
-    return jnp.asarray(X), jnp.asarray(pos), jnp.asarray(valid), jnp.asarray(C), kp
+    probs = ItemProblem(jnp.asarray(pos), jnp.asarray(valid))
+    return design(X, dtype=dtype), probs, jnp.asarray(C), kp
 
 
-def _ap_oracle(kp):
-    def oracle(prob, s):
-        pos, valid = prob
-        return make_oracle("ap", pos, valid, kp=kp, method="select", pos_weight=1.0)(s)
-
-    return oracle
-
-
-def _single(X, pos, valid, C, kp, tol, max_iter):
-    """Each problem fitted alone: fit_linear = fit_ssvm with the same oracle, jitted once."""
-    return [fit_linear(X, pos[i], valid[i], C[i], tol, loss="ap", kp=kp, max_iter=max_iter)
-            for i in range(C.shape[0])]
+def _one(probs, i):
+    return jax.tree_util.tree_map(lambda a: a[i], probs)
 
 
 def _assert_same_fit(q, r, tol):
@@ -69,80 +64,92 @@ def _assert_same_fit(q, r, tol):
 
 @pytest.mark.parametrize("batch_size", [1, 5, 12])
 def test_queue_fits_equal_single_fits_float64(page_blocks, x64, batch_size):
-    X, pos, valid, C, kp = _problems(page_blocks, np.float64)
-    tol, max_iter = 1e-6, 400
-    alone = _single(X, pos, valid, C, kp, tol, max_iter)
-    q = fit_ssvm_queue(_ap_oracle(kp), X, (pos, valid), C, tol=tol, max_iter=max_iter,
-                       batch_size=batch_size)
+    data, probs, C, kp = _problems(page_blocks, np.float64)
+    model, tol, max_iter = APModel(kp=kp), 1e-6, 400
+    q = many_jit(model, data, probs, C, tol=tol, max_iter=max_iter, batch_size=batch_size)
     assert q.w.dtype == jnp.float64
-    for i, r in enumerate(alone):
+    for i in range(C.shape[0]):
+        r = fit_jit(model, data, _one(probs, i), C=C[i], tol=tol, max_iter=max_iter)
         _assert_same_fit(jax.tree_util.tree_map(lambda a: a[i], q), r, tol)
-
-
-def test_queue_padding_is_never_fitted(page_blocks):
-    X, pos, valid, C, kp = _problems(page_blocks, np.float32)
-    q = fit_ssvm_queue(_ap_oracle(kp), X, (pos, valid), C, max_iter=200, batch_size=4,
-                       num_problems=9)
-    assert np.all(np.asarray(q.num_steps[:9]) >= 1)
-    assert np.all(np.asarray(q.num_steps[9:]) == 0)
-    assert not np.any(np.asarray(q.converged[9:]))
-    assert np.all(np.asarray(q.w[9:]) == 0)
 
 
 @pytest.mark.parametrize("devices", [1, 2])
 def test_sharded_queues_equal_single_fits(page_blocks, devices):
     assert len(jax.devices()) >= 2, "conftest sets two CPU devices"
-    X, pos, valid, C, kp = _problems(page_blocks, np.float32)
-    tol, max_iter = 1e-4, 300
-    devs = tuple(jax.devices()[:devices])
-    res = fit_linear_many(X, pos, valid, C, tol, loss="ap", kp=kp, max_iter=max_iter,
-                          batch_size=3, devices=devs)
-    for i, r in enumerate(_single(X, pos, valid, C, kp, tol, max_iter)):
+    data, probs, C, kp = _problems(page_blocks, np.float32)
+    model, tol, max_iter = APModel(kp=kp), 1e-4, 300
+    res = many_jit(model, data, probs, C, tol=tol, max_iter=max_iter, batch_size=3,
+                   devices=tuple(jax.devices()[:devices]))
+    for i in range(C.shape[0]):
+        r = fit_jit(model, data, _one(probs, i), C=C[i], tol=tol, max_iter=max_iter)
         _assert_same_fit(jax.tree_util.tree_map(lambda a: a[i], res), r, tol)
 
 
-def test_fit_ssvm_many_returns_results_in_problem_order(page_blocks, x64):
-    X, pos, valid, C, kp = _problems(page_blocks, np.float64)
-    perm = np.random.default_rng(1).permutation(C.shape[0])
-    tol = 1e-6
-    kw = dict(tol=tol, max_iter=400, batch_size=4)
-    a = fit_ssvm_many(_ap_oracle(kp), X, (pos, valid), C, **kw)
-    b = fit_ssvm_many(_ap_oracle(kp), X, (pos[perm], valid[perm]), C[perm], **kw)
+def test_hinge_block_batches_equal_single_fits(page_blocks):
+    """The n-slack hinge block (binary SVM) in queues of 2 devices equals single fits."""
+    data, probs, C, _ = _problems(page_blocks, np.float32)
+    model, tol = BinaryModel(features=Intercept()), 1e-4
+    res = many_jit(model, data, probs, C, tol=tol, max_iter=5000, batch_size=4,
+                   devices=tuple(jax.devices()[:2]))
+    for i in range(C.shape[0]):
+        r = fit_jit(model, data, _one(probs, i), C=C[i], tol=tol, max_iter=5000)
+        _assert_same_fit(jax.tree_util.tree_map(lambda a: a[i], res), r, tol)
+
+
+def test_results_come_back_in_problem_order_with_an_odd_count(page_blocks, x64):
+    data, probs, C, kp = _problems(page_blocks, np.float64)
+    keep = np.arange(11)  # 11 problems over 2 devices: one padded slot
+    perm = np.random.default_rng(1).permutation(keep.size)
+    kw = dict(tol=1e-6, max_iter=400, batch_size=4, devices=tuple(jax.devices()[:2]))
+    model = APModel(kp=kp)
+    a = many_jit(model, data, _one(probs, keep), C[keep], **kw)
+    b = many_jit(model, data, _one(probs, keep[perm]), C[keep[perm]], **kw)
     for i, j in enumerate(perm):
         _assert_same_fit(jax.tree_util.tree_map(lambda r: r[i], b),
-                         jax.tree_util.tree_map(lambda r: r[j], a), tol)
+                         jax.tree_util.tree_map(lambda r: r[j], a), 1e-6)
 
 
-def test_progress_callback_counts_every_fit_and_kernel_traces_once(page_blocks):
-    X, pos, valid, C, kp = _problems(page_blocks, np.float32)
+def test_progress_callback_counts_every_fit(page_blocks):
+    data, probs, C, kp = _problems(page_blocks, np.float32)
     seen = []
 
     def report(n):
         seen.append(int(n))
 
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def run(X, pos, valid, C):
-        return fit_ssvm_many(_ap_oracle(kp), X, (pos, valid), C, max_iter=200,
-                             batch_size=5, devices=tuple(jax.devices()[:2]),
-                             callback=report)
-
-    jax.block_until_ready(run(X, pos, valid, C))
+    kw = dict(max_iter=200, batch_size=5, devices=tuple(jax.devices()[:2]), callback=report)
+    jax.block_until_ready(many_jit(APModel(kp=kp), data, probs, C, **kw))
     jax.effects_barrier()
     assert sum(seen) == C.shape[0] and all(n > 0 for n in seen)
-    seen.clear()
-    jax.block_until_ready(run(X * 2, ~pos, valid, C * 3))  # equal shapes: no retrace
-    jax.effects_barrier()
-    assert sum(seen) == C.shape[0]
 
 
-def test_queue_rejects_bad_arguments(page_blocks):
-    X, pos, valid, C, kp = _problems(page_blocks, np.float32)
+def test_repeated_estimator_fits_with_equal_shapes_compile_nothing(page_blocks, caplog):
+    """The real risk: any jitted kernel (solver, inference buckets, metrics) recompiling.
+
+    A second fit with other values, C and tol but equal shapes must not
+    compile anything, eager glue included.
+    """
+    X, y = page_blocks[0][:300], page_blocks[1][:300]
+    for est in (jaxrank.APSVM(C=1.0), jaxrank.BinarySVM(C=0.1)):
+        est.fit(X, y)
+        est.score(X, y)
+        with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+            caplog.clear()
+            est.set_params(C=3.0, tol=1e-3).fit(X * 2 + 0.5, y)
+            est.score(X * 2, y)
+        compiled = [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
+        assert compiled == [], compiled
+
+
+def test_driver_rejects_bad_arguments(page_blocks):
+    data, probs, C, kp = _problems(page_blocks, np.float32)
+    model = APModel(kp=kp)
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
-        fit_ssvm_queue(_ap_oracle(kp), X, (pos, valid), C, batch_size=0)
+        fit_many(model, data, probs, C, batch_size=0)
     with pytest.raises(ValueError, match="leading axis"):
-        fit_ssvm_queue(_ap_oracle(kp), X, (pos[:5], valid[:5]), C)
+        fit_many(model, data, _one(probs, np.arange(5)), C)
     with pytest.raises(ValueError, match="max_iter must be >= 1"):
-        fit_ssvm(lambda s: _ap_oracle(kp)((pos[0], valid[0]), s), X, C=1.0, max_iter=0)
+        fit(model, data, _one(probs, 0), C=1.0, max_iter=0)
     with pytest.raises(ValueError, match="non-empty"):
-        fit_ssvm_many(_ap_oracle(kp), X, (pos, valid), C[:0])
+        fit_many(model, data, probs, C[:0])
+    with pytest.raises(ValueError, match="nothing to fit"):
+        fit(jaxrank.models.Model(), data, _one(probs, 0), C=1.0)

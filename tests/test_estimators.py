@@ -1,7 +1,6 @@
 """Estimators: scikit-learn conventions, sparse input, persistence, errors."""
 
 import json
-import zipfile
 
 import numpy as np
 import pytest
@@ -11,12 +10,13 @@ from sklearn.datasets import load_svmlight_file
 from sklearn.metrics import average_precision_score
 
 import jaxrank
-from jaxrank._src.estimators import as_features
+from jaxrank.models import design
 
 from conftest import shared_data
 
 
-@pytest.mark.parametrize("cls", [jaxrank.APSVM, jaxrank.BinarySVM])
+@pytest.mark.parametrize("cls", [jaxrank.APSVM, jaxrank.BinarySVM, jaxrank.AUCSVM,
+                                 jaxrank.APSVMApprox])
 def test_sklearn_conventions(cls, page_blocks):
     X, y = page_blocks[0][:600], page_blocks[1][:600]
     est = cls(C=0.5)
@@ -43,8 +43,8 @@ def test_sparse_input_stays_sparse_and_matches_dense():
     path = shared_data("reuters_moneyfx", "reuters.tst.bz2")
     X, y = load_svmlight_file(str(path))
     X, y = X[:600].tocsr(), y[:600]
-    Xb = as_features(X)
-    assert type(Xb).__name__ == "BCOO" and Xb.nse == X.nnz
+    Xb = design(X)
+    assert Xb.sparse and Xb.X.nse == X.nnz
     # tol 1e-6: both fits certified close to the one optimum, so their weights
     # are close too (F is 1-strongly convex: ||w - w*||^2 <= 2 (F(w) - F*)).
     sparse = jaxrank.APSVM(C=10.0, tol=1e-6).fit(X, y)
@@ -96,15 +96,27 @@ def test_load_rejects_corrupt_and_foreign_files(tmp_path, page_blocks):
     np.savez(other, a=np.arange(3))
     with pytest.raises(ValueError, match="missing"):
         jaxrank.load(other)
-    # Wrong format version.
-    bad = tmp_path / "v99.npz"
-    with zipfile.ZipFile(good) as z:
-        meta = json.loads(str(np.load(good)["metadata"]))
-    meta["format_version"] = 99
-    np.savez(bad, metadata=np.array(json.dumps(meta)), coef_=m.coef_, intercept_=m.intercept_,
-             classes_=m.classes_)
+    with np.load(good) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays.pop("metadata")))
+
+    def write(name, meta, **changes):
+        path = tmp_path / name
+        np.savez(path, metadata=np.array(json.dumps(meta)), **(arrays | changes))
+        return path
+
     with pytest.raises(ValueError, match="version"):
-        jaxrank.load(bad)
+        jaxrank.load(write("v99.npz", meta | {"format_version": 99}))
+    with pytest.raises(ValueError, match="attributes"):
+        jaxrank.load(write("attr.npz", meta | {"attributes": {"coef_": 1}}))
+    with pytest.raises(ValueError, match="complex|dtype"):
+        jaxrank.load(write("cplx.npz", meta, coef_=arrays["coef_"] + 1j))
+    with pytest.raises(ValueError, match="NaN"):
+        jaxrank.load(write("nan.npz", meta, coef_=arrays["coef_"] * np.nan))
+    with pytest.raises(ValueError, match="parameters"):
+        jaxrank.load(write("param.npz", meta | {"params": meta["params"] | {"C": -1.0}}))
+    with pytest.raises(ValueError, match="directory"):
+        jaxrank.load(tmp_path)
     with pytest.raises(FileNotFoundError):
         jaxrank.load(tmp_path / "missing.npz")
 
@@ -114,12 +126,16 @@ def test_load_rejects_corrupt_and_foreign_files(tmp_path, page_blocks):
     [
         (np.full((4, 2), np.nan), [0, 1, 0, 1], {}, ValueError, "NaN"),
         (np.ones((4, 2)), [1, 1, 1, 1], {}, ValueError, "two classes"),
-        (np.ones((4, 2)), [0, 1, 0], {}, ValueError, "mismatched"),
-        (np.ones((4, 2)), [0, 1, 2, 1], {}, ValueError, "binary"),
-        (np.ones((0, 2)), [], {}, ValueError, "empty"),
-        (np.ones((4, 2)), [0, 1, 0, 1], {"C": 0.0}, ValueError, "C must"),
-        (np.ones((4, 2)), [0, 1, 0, 1], {"C": -1.0}, ValueError, "C must"),
-        (np.array([["a", "b"]] * 4), [0, 1, 0, 1], {}, TypeError, "numeric"),
+        (np.ones((4, 2)), [0, 1, 0], {}, ValueError, "inconsistent numbers of samples"),
+        (np.ones((4, 2)), [0, 1, 2, 1], {}, ValueError, "two classes"),
+        (np.ones((0, 2)), [], {}, ValueError, "0 sample"),
+        (np.ones((4, 2)), [0, 1, 0, 1], {"C": 0.0}, ValueError, "'C' parameter"),
+        (np.ones((4, 2)), [0, 1, 0, 1], {"C": -1.0}, ValueError, "'C' parameter"),
+        (np.ones((4, 2)), [0, 1, 0, 1], {"C": 1e39}, ValueError, "float32"),
+        (np.ones((4, 2)), [0, 1, 0, 1], {"C": 1e-50}, ValueError, "float32"),
+        (np.full((4, 2), 1e39), [0, 1, 0, 1], {}, ValueError, "infinity|too large"),
+        (np.ones((4, 2)) + 1j, [0, 1, 0, 1], {}, ValueError, "[Cc]omplex"),
+        (np.array([["a", "b"]] * 4), [0, 1, 0, 1], {}, ValueError, "convert"),
     ],
 )
 def test_bad_input_raises(X, y, params, exc, match):
@@ -128,7 +144,7 @@ def test_bad_input_raises(X, y, params, exc, match):
 
 
 def test_unknown_inference_and_unfitted():
-    with pytest.raises(ValueError, match="inference"):
+    with pytest.raises(ValueError, match="'inference' parameter"):
         jaxrank.APSVM(inference="fast").fit(np.eye(4), np.array([0, 1, 0, 1]))
     from sklearn.exceptions import NotFittedError
 

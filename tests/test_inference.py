@@ -10,7 +10,7 @@ import reference
 
 from jaxrank.inference import (
     METHODS,
-    MostViolated,
+    Violation,
     ap_most_violated,
     zero_one_most_violated,
 )
@@ -202,7 +202,7 @@ def test_zero_one_matches_hinge_formula():
     w = np.where(y, 3.0, 1.0)
     np.testing.assert_allclose(r.hinge, np.sum(w * np.maximum(0, 1 - ys * s)), rtol=1e-5)
     np.testing.assert_allclose(r.hinge, r.loss - s @ np.asarray(r.coef), rtol=1e-5)
-    assert isinstance(r, MostViolated) and r.interleaving_rank is None
+    assert isinstance(r, Violation) and r.interleaving_rank is None
 
 
 @pytest.mark.parametrize(

@@ -223,7 +223,7 @@ def _unbatch(out, b, idx):
         m: r._replace(
             loss=r.loss[b], hinge=r.hinge[b],
             coef=np.asarray(r.coef[b])[idx],
-            interleaving_rank=np.asarray(r.interleaving_rank[b])[idx],
+            aux=np.asarray(r.interleaving_rank[b])[idx],
         )
         for m, r in out.items()
     }
