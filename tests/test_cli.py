@@ -38,14 +38,14 @@ def test_refuses_to_overwrite_without_force(tmp_path, svmlight_files, capsys):
     train, test, _, _ = svmlight_files
     mfile = tmp_path / "model.npz"
     mfile.write_text("precious")
-    with pytest.raises(SystemExit, match="--force"):
-        main(["train", str(train), str(mfile)])
+    assert main(["train", str(train), str(mfile)]) == 2
+    assert "--force" in capsys.readouterr().err
     assert mfile.read_text() == "precious"
     assert main(["train", "--force", str(train), str(mfile)]) == 0
     sfile = tmp_path / "s.txt"
     sfile.write_text("keep")
-    with pytest.raises(SystemExit, match="--force"):
-        main(["predict", str(mfile), str(test), "-o", str(sfile)])
+    assert main(["predict", str(mfile), str(test), "-o", str(sfile)]) == 2
+    assert "--force" in capsys.readouterr().err
     assert sfile.read_text() == "keep"
 
 
@@ -68,16 +68,54 @@ def test_help(cmd, capsys):
     assert "usage" in capsys.readouterr().out
 
 
-def test_demo_prints_svm_vs_apsvm(capsys):
-    assert main(["demo", "--Cs", "0.1,1", "--cv", "2"]) == 0
+def test_demo_prints_the_multi_dataset_table(capsys):
+    assert main(["demo", "--cv", "2", "-q", "--datasets", "ecoli1,led7digit_0_2_4_5_6_7_8_9_vs_1"]) == 0
     out = capsys.readouterr().out
-    assert "| BinarySVM |" in out and "| APSVM |" in out
+    assert "| dataset | BinarySVM | APSVM | AUCSVM | KernelRank |" in out
+    assert "| ecoli1 |" in out and "| wins |" in out
+    wins = [float(v) for v in out.split("| wins |")[1].splitlines()[0].split("|") if v.strip()]
+    assert sum(wins) == 2  # one win per dataset, ties shared
 
 
-def test_multi_task_model_cannot_be_saved(tmp_path, page_blocks):
+def test_multi_task_model_round_trip(tmp_path, page_blocks):
     X, y = page_blocks[0][:300], page_blocks[1][:300]
     Y = np.stack([y, -y], axis=1)
     m = jaxrank.APSVM(C=1.0).fit(X, Y)
-    with pytest.raises(ValueError, match="single-task"):
-        jaxrank.save(m, tmp_path / "m.npz")
-    assert not (tmp_path / "m.npz").exists()
+    jaxrank.save(m, tmp_path / "m.npz")
+    back = jaxrank.load(tmp_path / "m.npz")
+    np.testing.assert_array_equal(back.decision_function(X), m.decision_function(X))
+    np.testing.assert_array_equal(back.objective_, m.objective_)
+
+
+def test_qid_files_train_grouped_models_and_are_refused_by_pooled_ones(tmp_path, capsys,
+                                                                      page_blocks):
+    X, y = page_blocks[0][:400], page_blocks[1][:400]
+    qid = np.repeat(np.arange(20), 20)
+    path = tmp_path / "q.svm"
+    dump_svmlight_file(X, y, str(path), query_id=qid)
+    assert main(["train", "--model", "svm", str(path), str(tmp_path / "s.npz")]) == 2
+    assert "qid" in capsys.readouterr().err
+    assert main(["train", "-c", "10", str(path), str(tmp_path / "m.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "20 queries" in out
+    assert main(["evaluate", str(tmp_path / "m.npz"), str(path)]) == 0
+    res = capsys.readouterr().out
+    m = jaxrank.load(tmp_path / "m.npz")
+    ref = m.score(X, y, groups=qid)
+    assert abs(float(res.split("MAP")[1].split()[0]) - ref) < 1e-4
+
+
+def test_options_that_do_not_apply_and_bad_values_are_clear_errors(tmp_path, svmlight_files,
+                                                                  capsys):
+    train, test, _, _ = svmlight_files
+    assert main(["train", "--model", "apsvm", "--k", "0.5", str(train),
+                 str(tmp_path / "m.npz")]) == 2
+    assert "--k does not apply" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--model", "kernelrank", "--bandwidth", "wide", str(train),
+              str(tmp_path / "m.npz")])
+    assert main(["train", str(tmp_path), str(tmp_path / "m.npz")]) == 2  # a directory
+    assert main(["train", str(train), str(tmp_path)]) == 2  # model path is a directory
+    assert not list(tmp_path.glob("*.tmp*"))
+    assert main(["train", str(train), str(tmp_path / "no" / "such" / "m.npz")]) == 2
+    assert "does not exist" in capsys.readouterr().err

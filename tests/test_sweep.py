@@ -14,7 +14,8 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 import jaxrank
 from jaxrank import model_selection as ms
-from jaxrank.solvers import fit_linear
+from jaxrank.models import APModel, ItemProblem, design
+from jaxrank.solvers import fit
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CS = [0.03, 3.0]
@@ -43,11 +44,25 @@ def scene():
 @pytest.fixture(scope="module")
 def swept(scene):
     X, Y = scene
-    return jaxrank.model_selection.sweep(X, Y, Cs=CS, cv=CV, tol=TOL, random_state=0)
+    return jaxrank.model_selection.sweep(X, Y, Cs=CS, cv=CV, tol=TOL, random_state=0,
+                                         batch_size=4, return_weights=True)
+
+
+def _alone(X, pos, train, C, kp):
+    import jax
+    import jax.numpy as jnp
+
+    global _FIT
+    if _FIT is None:
+        _FIT = jax.jit(fit, static_argnames=("model", "max_iter"))
+    return _FIT(APModel(kp=kp), design(X), ItemProblem(jnp.asarray(pos), jnp.asarray(train)),
+                C=jnp.float32(C), tol=jnp.float32(TOL), max_iter=1000)
+
+
+_FIT = None
 
 
 def test_vmapped_fits_equal_independent_fits(scene, swept):
-    import jax.numpy as jnp
     from sklearn.metrics import average_precision_score
 
     X, Y = scene
@@ -56,66 +71,51 @@ def test_vmapped_fits_equal_independent_fits(scene, swept):
     assert (T, G, F) == (2, len(CS), CV)
     assert np.all(np.isfinite(res.val_ap)) and np.all(res.converged)
     kp = int(Y.sum(axis=0).max())
-    # The same kernel with the weights of every fit (batch 4 < 12 fits: the
-    # work queue refills its slots).
-    out = ms.sweep_kernel(
-        jnp.asarray(X), jnp.asarray(Y.T > 0), jnp.asarray(res.val_masks),
-        jnp.asarray(CS, jnp.float32), jnp.float32(TOL), jnp.float32(0.5),
-        jnp.float32(np.nan), model="apsvm", kp=kp, batch_size=4, return_weights=True,
-    )
-    val_ap, obj, W = np.asarray(out[0]), np.asarray(out[1]), np.asarray(out[5])
+    W = res.weights  # batch 4 < 12 fits: the work queue refilled its slots
     for t in range(T):
         for g, C in enumerate(CS):
             for f in range(F):
                 val = res.val_masks[t, f]
-                alone = fit_linear(
-                    jnp.asarray(X), jnp.asarray(Y[:, t] > 0), jnp.asarray(~val),
-                    jnp.float32(C), jnp.float32(TOL), loss="ap", kp=kp,
-                )
+                alone = _alone(X, Y[:, t] > 0, ~val, C, kp)
                 # Same optimum as the fit run alone (both certified within TOL).
-                for o in (res.objective[t, g, f], obj[t, g, f]):
-                    np.testing.assert_allclose(o, float(alone.objective), rtol=1e-3)
+                np.testing.assert_allclose(res.objective[t, g, f], float(alone.objective),
+                                           rtol=1e-3)
                 # Validation AP of each fit = scikit-learn's on its held-out part.
                 ref = average_precision_score(Y[val, t], X[val] @ W[t, g, f])
-                np.testing.assert_allclose(val_ap[t, g, f], ref, atol=1e-5)
-    # Equal shapes, equal problems: the sweep() call computed the same table.
-    np.testing.assert_allclose(res.objective, obj, rtol=1e-3)
+                np.testing.assert_allclose(res.val_ap[t, g, f], ref, atol=1e-5)
     # the chosen C maximises the mean validation AP
     np.testing.assert_array_equal(res.best_C, np.asarray(CS)[res.mean_val_ap.argmax(1)])
 
 
 def test_refit_and_2d_fit_match_single_task_fits(scene, swept):
-    import jax.numpy as jnp
-
     X, Y = scene
     kp = int(Y.sum(axis=0).max())
     model = jaxrank.APSVM(C=CS[1]).fit(X, Y)
     assert model.coef_.shape == (2, X.shape[1])
     assert model.decision_function(X).shape == (X.shape[0], 2)
     for t in range(2):
-        alone = fit_linear(
-            jnp.asarray(X), jnp.asarray(Y[:, t] > 0), jnp.ones(X.shape[0], bool),
-            jnp.float32(CS[1]), jnp.float32(TOL), loss="ap", kp=kp,
-        )
+        alone = _alone(X, Y[:, t] > 0, np.ones(X.shape[0], bool), CS[1], kp)
         np.testing.assert_allclose(model.objective_[t], float(alone.objective), rtol=1e-3)
         est = swept.best_estimators[t]
         assert isinstance(est, jaxrank.APSVM) and est.C == swept.best_C[t]
         assert est.coef_.shape == (1, X.shape[1])
-        ref = fit_linear(
-            jnp.asarray(X), jnp.asarray(Y[:, t] > 0), jnp.ones(X.shape[0], bool),
-            jnp.float32(est.C), jnp.float32(TOL), loss="ap", kp=kp,
-        )
+        ref = _alone(X, Y[:, t] > 0, np.ones(X.shape[0], bool), est.C, kp)
         np.testing.assert_allclose(est.objective_, float(ref.objective), rtol=1e-3)
 
 
-def test_second_sweep_with_equal_shapes_does_not_recompile(scene, swept):
+def test_second_sweep_with_equal_shapes_does_not_recompile(scene, swept, caplog):
+    import logging
+
+    import jax
+
     X, Y = scene
-    kernel = jaxrank.model_selection.sweep_kernel
-    before = kernel._cache_size()
-    again = jaxrank.model_selection.sweep(
-        X[::-1].copy(), Y[::-1].copy(), Cs=[0.1, 1.0], cv=CV, tol=TOL, random_state=1
-    )
-    assert kernel._cache_size() == before
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+        caplog.clear()
+        again = jaxrank.model_selection.sweep(
+            X[::-1].copy(), Y[::-1].copy(), Cs=[0.1, 1.0], cv=CV, tol=TOL, random_state=1,
+            batch_size=4, return_weights=True)
+    compiled = [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
+    assert compiled == [], compiled
     assert np.all(np.isfinite(again.val_ap))
 
 
@@ -158,9 +158,9 @@ def test_cli_sweep_writes_table_csv_and_json(scene, swept, tmp_path, capsys):
     assert summary["best_C"] == {"col-2": swept.best_C[0], "col-1": swept.best_C[1]}
     lines = Path(prefix + ".csv").read_text().strip().splitlines()
     assert len(lines) == 1 + swept.n_fits
-    # refuses to overwrite without --force
-    with pytest.raises(SystemExit, match="exists"):
-        main(argv)
+    # refuses to overwrite without --force, before any fit
+    assert main(argv) == 2
+    assert "--force" in capsys.readouterr().err
 
 
 def test_rejects_bad_inputs_before_fitting(scene):
@@ -172,10 +172,14 @@ def test_rejects_bad_inputs_before_fitting(scene):
         sweep(X, Y, Cs=[1.0, 0.0])
     with pytest.raises(ValueError, match="> 0"):
         sweep(X, Y, Cs=[-1.0])
-    with pytest.raises(ValueError, match="k must be in"):
+    with pytest.raises(ValueError, match="float32"):
+        sweep(X, Y, Cs=[1e39])
+    with pytest.raises(ValueError, match="'k' parameter"):
         sweep(X, Y, Cs=[1.0], model="apsvm-appx", k=0.0)
-    with pytest.raises(ValueError, match="k must be in"):
+    with pytest.raises(ValueError, match="'k' parameter"):
         sweep(X, Y, Cs=[1.0], model="apsvm-appx", k=1.5)
+    with pytest.raises(TypeError, match="KernelRank"):
+        sweep(X, Y, Cs=[1.0], model="kernelrank")
     single = Y.copy()
     single[:, 1] = 0
     with pytest.raises(ValueError, match="task column 1"):
@@ -188,7 +192,7 @@ def test_rejects_bad_inputs_before_fitting(scene):
     masks[1, Y[:, 0] == 1] = True
     with pytest.raises(ValueError, match="fold 0: the validation part has 0 positive"):
         sweep(X, Y[:, 0], Cs=[1.0], cv=masks)
-    with pytest.raises(ValueError, match="model must be"):
+    with pytest.raises(ValueError, match="unknown model"):
         sweep(X, Y, Cs=[1.0], model="ranksvm")
     with pytest.raises(ValueError, match="batch_size"):
         sweep(X, Y, Cs=[1.0], batch_size=0)
@@ -209,6 +213,7 @@ def test_progress_reports_every_fit_and_devices_do_not_change_the_fits(scene, sw
         X, Y, Cs=CS, cv=CV, tol=TOL, random_state=0, refit=False, progress=counts.append,
         devices=jax.devices()[:1], batch_size=5,
     )
+    assert len(jax.devices()) == 2  # conftest: the default sweep used both
     assert sum(counts) == one.n_fits == 12 and min(counts) > 0
     # one device, batch 5 vs the default (two devices, all fits in the slots)
     assert np.all(one.converged)

@@ -65,6 +65,9 @@ class SweepResult:
         task_names: ``T`` names (column indices unless given).
         extensions: grid extensions made by ``Cs="auto"`` (each added values
             beyond an edge where the best ``C`` sat).
+        weights: ``[T, G, F, dim]`` weights of every fit with
+            ``return_weights=True`` (``dim = d``, ``+ 1`` with an intercept,
+            last), else ``None``.
     """
 
     model: str
@@ -82,6 +85,7 @@ class SweepResult:
     refit_time: float
     task_names: list
     extensions: int = 0
+    weights: np.ndarray | None = None
 
     @property
     def mean_val_ap(self):
@@ -247,8 +251,8 @@ def _run(est, data, positive, where, masks, Cs, groups, batch_size, devices, pro
         bar.close()
     S = np.asarray(est._scores(res.w, data))  # [n, M]
     val_ap = _val_ap(S, pos, val, groups)
-    out = [val_ap, res.objective, res.dual, res.num_steps, res.converged]
-    out = [np.asarray(a).reshape(T, G, F) for a in out]
+    out = [val_ap, res.objective, res.dual, res.num_steps, res.converged, res.w]
+    out = [np.asarray(a).reshape((T, G, F) + np.shape(a)[1:]) for a in out]
     dt = time.perf_counter() - t0
     _say(verbose, f"  done in {dt:.1f} s ({int(out[4].sum())}/{M} converged)")
     return out, dt
@@ -271,6 +275,7 @@ def sweep(
     progress=False,
     verbose=False,
     max_extensions=3,
+    return_weights=False,
     **params,
 ):
     r"""Cross-validate ``C`` of a structured SVM for one or many tasks, batched.
@@ -315,6 +320,8 @@ def sweep(
             call runs.
         verbose: print a line before and after each compiled call.
         max_extensions: with ``Cs="auto"``, the most grid extensions.
+        return_weights: also return the weights of every CV fit
+            (``SweepResult.weights``).
         **params: other parameters of the estimator (e.g. ``k=0.25`` for
             ``"apsvm-appx"``, ``tol``, ``max_iter``).
 
@@ -373,7 +380,7 @@ def sweep(
             grid = np.r_[new, grid]
             out = [np.concatenate([b, a], axis=1) for a, b in zip(out, more)]
         extensions += 1
-    val_ap, obj, dual, steps, conv = out
+    val_ap, obj, dual, steps, conv, W = out
     best = np.argmax(val_ap.mean(axis=-1), axis=1)
     best_C = grid[best]
     estimators, refit_time = [], 0.0
@@ -388,7 +395,7 @@ def sweep(
         model=name_of(est), Cs=grid, val_ap=val_ap, objective=obj, dual=dual,
         num_steps=steps, converged=conv, val_masks=masks, best_index=best, best_C=best_C,
         best_estimators=estimators, cv_time=cv_time, refit_time=refit_time,
-        task_names=names, extensions=extensions,
+        task_names=names, extensions=extensions, weights=W if return_weights else None,
     )
 
 
