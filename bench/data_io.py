@@ -17,6 +17,7 @@ import os
 import platform
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -56,14 +57,18 @@ def main():
         big.write_bytes(mq * 6)
         files.append(("mq2008 S1-S5 x6", big, True))
         print(f"# load_data vs load_svmlight_file, median of {args.repeats} runs")
-        print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-              f"python {platform.python_version()}, scikit-learn {sklearn.__version__}")
+        print(
+            f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+            f"python {platform.python_version()}, scikit-learn {sklearn.__version__}"
+        )
         print()
         print("| file | MB | lines | sklearn s | load_data s | ratio | overhead s |")
         print("|---|---:|---:|---:|---:|---:|---:|")
         for name, path, qid in files:
-            base = lambda: load_svmlight_file(str(path), zero_based=False, query_id=qid)  # noqa: E731
-            ours = lambda: load_data(path, return_groups=True)  # noqa: E731
+            base = partial(
+                load_svmlight_file, str(path), zero_based=False, query_id=qid
+            )
+            ours = partial(load_data, path, return_groups=True)
             X0 = base()[0]
             X1 = ours()[0]
             assert (X0 != X1).nnz == 0 and X0.shape == X1.shape
@@ -73,8 +78,10 @@ def main():
                 to.append(_median_time(ours, 1))
             b, o = float(np.median(tb)), float(np.median(to))
             size = path.stat().st_size / 1e6
-            print(f"| {name} | {size:.1f} | {X0.shape[0]} | {b:.3f} | {o:.3f} | "
-                  f"{o / b:.2f} | {o - b:+.3f} |")
+            print(
+                f"| {name} | {size:.1f} | {X0.shape[0]} | {b:.3f} | {o:.3f} | "
+                f"{o / b:.2f} | {o - b:+.3f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ def shared(*parts):
     path = DATA.joinpath(*parts)
     if not path.exists():
         if os.environ.get("CI") == "true":
-            pytest.fail(f"shared dataset {path} is missing (CI=true: data tests must run)")
+            pytest.fail(
+                f"shared dataset {path} is missing (CI=true: data tests must run)"
+            )
         pytest.skip(f"shared dataset {path} not available")
     return path
 
@@ -114,7 +116,10 @@ HEAD = "# a header comment\n\n+1 1:1 2:0.5\n"  # lines 1-3; the bad line is line
 SYNTAX_ERRORS = {
     "non-numeric value": ("-1 2:abc", "value 'abc' of feature 2 is not a number"),
     "missing colon": ("-1 2 3:1", "'2' has no colon"),
-    "non-increasing indices": ("-1 5:1 3:1", "must increase along a line; 3 comes after 5"),
+    "non-increasing indices": (
+        "-1 5:1 3:1",
+        "must increase along a line; 3 comes after 5",
+    ),
     "duplicate index": ("-1 3:1 3:2", "feature index 3 appears twice"),
     "label not a number": ("yes 3:1", "label 'yes' is not a number"),
     "label missing": ("3:1 4:1", "not with a label"),
@@ -173,6 +178,7 @@ def test_underscore_only_in_comments_is_accepted(tmp_path):
     p = write(tmp_path, "c.svm", "1 1:10 # doc_id = a_b\n# only_a_comment\n-1 2:1\n")
     X, y = load_data(p)
     np.testing.assert_array_equal(X.toarray(), [[10, 0], [0, 1]])
+    np.testing.assert_array_equal(y, [1, -1])
 
 
 def test_empty_file_is_an_error(tmp_path):
@@ -207,7 +213,9 @@ def test_returns_query_ids_as_groups(tmp_path):
 
 def test_refuses_to_pool_queries_without_return_groups(tmp_path):
     p = write(tmp_path, "rank.svm", QID_TEXT)
-    with pytest.raises(ValueError, match=re.escape(str(p)) + ".*queries.*return_groups=True"):
+    with pytest.raises(
+        ValueError, match=re.escape(str(p)) + ".*queries.*return_groups=True"
+    ):
         load_data(p)
     with pytest.raises(ValueError, match="CLI uses them as query groups"):
         load_data(p)
@@ -215,7 +223,7 @@ def test_refuses_to_pool_queries_without_return_groups(tmp_path):
 
 def test_groups_is_none_without_qid(tmp_path):
     p = write(tmp_path, "plain.svm", "1 1:1\n-1 2:1\n")
-    X, y, groups = load_data(p, return_groups=True)
+    X, _, groups = load_data(p, return_groups=True)
     assert groups is None and X.shape == (2, 2)
 
 
@@ -240,7 +248,9 @@ def test_mq2008_groups_match_the_qid_column(part):
     np.testing.assert_array_equal(y, y0)
     # independent read of the second column of every line
     column = [int(line.split()[1][4:]) for line in path.read_bytes().splitlines()]
-    assert all(line.split()[1].startswith(b"qid:") for line in path.read_bytes().splitlines())
+    assert all(
+        line.split()[1].startswith(b"qid:") for line in path.read_bytes().splitlines()
+    )
     np.testing.assert_array_equal(groups, column)
     np.testing.assert_array_equal(groups, q0)
     assert X.shape[1] == 46 and set(np.unique(y)) <= {0.0, 1.0, 2.0}
@@ -254,7 +264,9 @@ def test_mq2008_groups_match_the_qid_column(part):
 def test_directory_is_an_error(tmp_path):
     d = tmp_path / "folder.svm"
     d.mkdir()
-    with pytest.raises(ValueError, match=re.escape(f"{d} is a directory, expected a data file")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"{d} is a directory, expected a data file")
+    ):
         load_data(d)
 
 
@@ -306,20 +318,26 @@ def test_complex_arrays_are_refused_not_cast(tmp_path, kind):
     else:
         p = tmp_path / "c.npz"
         name = kind[-1]
-        np.savez(p, X=X if name == "X" else X.real, y=np.ones(3) + (1j if name == "y" else 0))
+        np.savez(
+            p, X=X if name == "X" else X.real, y=np.ones(3) + (1j if name == "y" else 0)
+        )
     with pytest.raises(TypeError, match=re.escape(f"{p}: {name} has dtype complex128")):
         load_data(p)
 
 
 def test_complex_csv_is_refused(tmp_path):
     p = write(tmp_path, "c.csv", "1,2,1\n# comment\n3,1+2j,0\n")
-    with pytest.raises(TypeError, match=re.escape(f"{p}, line 3, column 2") + ".*complex"):
+    with pytest.raises(
+        TypeError, match=re.escape(f"{p}, line 3, column 2") + ".*complex"
+    ):
         load_data(p)
 
 
 def test_csv_header_is_refused(tmp_path):
     p = write(tmp_path, "h.csv", "age,size,label\n3,1,0\n")
-    with pytest.raises(TypeError, match=re.escape(f"{p}, line 1, column 1") + ".*no header"):
+    with pytest.raises(
+        TypeError, match=re.escape(f"{p}, line 1, column 1") + ".*no header"
+    ):
         load_data(p)
 
 
@@ -403,7 +421,9 @@ def test_dense_errors(tmp_path):
     with pytest.raises(ValueError, match=at_line(tmp_path / "r.csv", 2) + ".*2 comma"):
         load_data(tmp_path / "r.csv")
     np.save(tmp_path / "d.npy", np.ones((4, 3)))
-    with pytest.raises(ValueError, match="has 2 feature columns; expected n_features=5"):
+    with pytest.raises(
+        ValueError, match="has 2 feature columns; expected n_features=5"
+    ):
         load_data(tmp_path / "d.npy", n_features=5)
 
 
@@ -418,14 +438,16 @@ def test_index_above_n_features_names_the_line(tmp_path):
 
 def test_n_features_widens_a_test_file(tmp_path):
     p = write(tmp_path, "test.svm", "1 1:1 3:1\n-1 2:1\n")
-    X, y = load_data(p, n_features=6)
+    X, _ = load_data(p, n_features=6)
     expected = np.zeros((2, 6))
     expected[0, [0, 2]] = 1
     expected[1, 1] = 1
     np.testing.assert_array_equal(X.toarray(), expected)
 
 
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (2.5, TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "bad, error", [(0, ValueError), (2.5, TypeError), (True, TypeError)]
+)
 def test_n_features_must_be_a_positive_int(tmp_path, bad, error):
     p = write(tmp_path, "t.svm", "1 1:1\n")
     with pytest.raises(error, match="n_features"):
@@ -457,7 +479,11 @@ def test_round_trip_with_sklearn_dump_one_based(tmp_path, seed, suffix):
 
 @pytest.mark.parametrize(
     "parts",
-    [("w8a", "w8a"), ("reuters_moneyfx", "reuters.trn.bz2"), ("reuters_moneyfx", "reuters.tst.bz2")],
+    [
+        ("w8a", "w8a"),
+        ("reuters_moneyfx", "reuters.trn.bz2"),
+        ("reuters_moneyfx", "reuters.tst.bz2"),
+    ],
     ids=["w8a", "reuters.trn", "reuters.tst"],
 )
 def test_real_files_equal_sklearn_one_based(parts):

@@ -147,7 +147,9 @@ def load_data(path, *, n_features=None, return_groups=False):
             f"return_groups must be True or False; got {type(return_groups).__name__}."
         )
     low = path.lower()
-    compression = "gz" if low.endswith(".gz") else "bz2" if low.endswith(".bz2") else None
+    compression = (
+        "gz" if low.endswith(".gz") else "bz2" if low.endswith(".bz2") else None
+    )
     base = low[: -len(compression) - 1] if compression else low
     if base.endswith(".npz"):
         X, y = _load_npz(path, compression)
@@ -161,13 +163,14 @@ def load_data(path, *, n_features=None, return_groups=False):
             raise ValueError(
                 f"{path} holds ranking queries (a qid: on every line, "
                 f"{len(np.unique(groups))} queries); reading it as one pooled ranking "
-                "would be wrong. Pass return_groups=True to get (X, y, groups) with the "
-                "query ids as groups; the jaxrank CLI uses them as query groups."
+                "would be wrong. Pass return_groups=True to get (X, y, groups) with "
+                "the query ids as groups; the jaxrank CLI uses them as query groups."
             )
         return (X, y, groups) if return_groups else (X, y)
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(
-            f"{path} has {X.shape[1]} feature columns; expected n_features={n_features}."
+            f"{path} has {X.shape[1]} feature columns; expected "
+            f"n_features={n_features}."
         )
     return (X, y, None) if return_groups else (X, y)
 
@@ -336,8 +339,11 @@ def _svmlight_problem(raw, n_features):
         has_qid = bool(feats) and feats[0].startswith(b"qid")
         if has_qid:
             q = feats[0][4:]
-            if not (feats[0].startswith(b"qid:") and _QID.match(q)
-                    and -(2**63) <= int(q) < 2**63):
+            if not (
+                feats[0].startswith(b"qid:")
+                and _QID.match(q)
+                and -(2**63) <= int(q) < 2**63
+            ):
                 return lineno, (
                     f"{_show(feats[0])} is not a query id; expected qid:<integer>, "
                     "such as qid:12"
@@ -347,7 +353,8 @@ def _svmlight_problem(raw, n_features):
             qid_line = (lineno, has_qid)
         elif has_qid != qid_line[1]:
             return lineno, (
-                f"this line {'has' if has_qid else 'has no'} qid: but line {qid_line[0]} "
+                f"this line {'has' if has_qid else 'has no'} qid: but line "
+                f"{qid_line[0]} "
                 f"{'has' if qid_line[1] else 'has none'}; either every line has a "
                 "qid:<query> after its label or none has"
             )
@@ -361,8 +368,8 @@ def _svmlight_problem(raw, n_features):
                 )
             if index == b"qid":
                 return lineno, (
-                    f"{_show(token)} comes after a feature; qid:<query> must come right "
-                    "after the label"
+                    f"{_show(token)} comes after a feature; qid:<query> must come "
+                    "right after the label"
                 )
             if index in (b"cost", b"sid"):
                 return lineno, (
@@ -387,7 +394,8 @@ def _svmlight_problem(raw, n_features):
                 return lineno, f"feature index {i} appears twice"
             if i < prev:
                 return lineno, (
-                    f"feature indices must increase along a line; {i} comes after {prev}"
+                    "feature indices must increase along a line; "
+                    f"{i} comes after {prev}"
                 )
             if n_features is not None and i > n_features:
                 return lineno, (
@@ -495,7 +503,8 @@ def _load_npz(path, compression):
                         a = _read_npy(io.BytesIO(member.read()), path, name)
                 except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
                     raise ValueError(
-                        f"cannot read data file {path}: array {name!r} is corrupt ({e})."
+                        f"cannot read data file {path}: array {name!r} is corrupt "
+                        f"({e})."
                     ) from None
                 _check_real_dtype(a.dtype, path, name)
                 out.append(a)
@@ -526,8 +535,8 @@ def _csv_problem(path, raw):
             width = (lineno, len(fields))
         elif len(fields) != width[1]:
             raise ValueError(
-                f"{path}, line {lineno}: {len(fields)} comma-separated fields, but line "
-                f"{width[0]} has {width[1]}; every line needs the same number."
+                f"{path}, line {lineno}: {len(fields)} comma-separated fields, but "
+                f"line {width[0]} has {width[1]}; every line needs the same number."
             )
         for col, field in enumerate(fields, 1):
             where = f"{path}, line {lineno}, column {col}"
@@ -540,12 +549,12 @@ def _csv_problem(path, raw):
                 except (ValueError, UnicodeDecodeError):
                     hint = " (CSV data files have no header line)" if col == 1 else ""
                     raise TypeError(
-                        f"{where}: {_show(field)} is text, not a number{hint}; expected "
-                        "real numbers."
+                        f"{where}: {_show(field)} is text, not a number{hint}; "
+                        "expected real numbers."
                     ) from None
                 raise TypeError(
-                    f"{where}: {_show(field)} is complex (dtype complex); expected real "
-                    "numbers. Complex data are refused, not cast."
+                    f"{where}: {_show(field)} is complex (dtype complex); expected "
+                    "real numbers. Complex data are refused, not cast."
                 )
             if not math.isfinite(value):
                 raise ValueError(
