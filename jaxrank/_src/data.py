@@ -15,6 +15,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import itertools
 import math
 import numbers
 import os
@@ -34,6 +35,8 @@ _UNDERSCORE = re.compile(rb"\n[^#\n_]*_")  # searched in b"\n" + raw
 # The second token of a line if it starts with "qid" (scikit-learn's test for a
 # query id), searched in b"\n" + raw; group 1 is the rest of the token.
 _QID_TOKEN = re.compile(rb"\n[ \t\r\f\v]*[^\s#]+[ \t\r\f\v]+qid([^\s#]*)")
+# The start of each sample (non-blank, non-comment) line, in b"\n" + raw.
+_SAMPLE_LINE = re.compile(rb"\n[ \t\r\f\v]*[^\s#]")
 _REAL_KINDS = "biuf"  # bool, signed and unsigned integer, floating point
 _COMPRESSORS = {"gz": "gzip", "bz2": "bzip2"}
 
@@ -249,58 +252,153 @@ def _show(token, limit=40):
 # ------------------------------------------------------------------ SVMlight
 
 
-def _load_svmlight(path, compression, n_features):
-    """``(X, y, groups or None)`` from an SVMlight file; see :func:`load_data`."""
+def _parse(source):
+    """scikit-learn's 1-based parse of a file object: ``(X, y)``."""
     from sklearn.datasets import load_svmlight_file
 
+    # query_id=False: scikit-learn grows its qid array with np.append per line
+    # (quadratic in the lines); _check_parsed reads qids with one regex pass.
+    return load_svmlight_file(source, dtype=np.float64, zero_based=False)
+
+
+def _load_svmlight(path, compression, n_features):
+    """``(X, y, groups or None)`` from an SVMlight file; see :func:`load_data`."""
     raw = _read_bytes(path, compression)  # for the checks (and error lines)
     try:
         # A plain file is parsed from disk as scikit-learn does itself (iterating
         # a BytesIO is slower); a compressed one from the bytes read at once
-        # (faster than BZ2File.readline). query_id=False: scikit-learn grows
-        # its qid array with np.append per line (quadratic in the lines); the
-        # qids are read below with one regex pass instead.
+        # (faster than BZ2File.readline).
         with _open(path) if compression is None else io.BytesIO(raw) as source:
-            X, y = load_svmlight_file(source, dtype=np.float64, zero_based=False)
+            X, y = _parse(source)
     except (ValueError, OverflowError) as e:
-        _raise_svmlight_error(path, raw, n_features, f"scikit-learn: {e}")
+        _raise_svmlight_error(path, raw, n_features, None, f"scikit-learn: {e}")
     n = X.shape[0]
     if n == 0:
         raise ValueError(f"{path} holds no samples (it is empty or only comments).")
-    suspect, groups = None, None
-    if b"_" in raw and _UNDERSCORE.search(b"\n" + raw):
-        suspect = "an underscore in a number"
-    elif not np.isfinite(y).all():
-        suspect = "a label that is not finite"
-    elif not np.isfinite(X.data).all():
-        suspect = "a value that is not finite"
-    elif n_features is not None and X.shape[1] > n_features:
-        suspect = f"feature index {X.shape[1]} > n_features={n_features}"
-    elif b"qid" in raw:
-        # the token after the label of each line, if it starts with "qid", as
-        # scikit-learn tells a qid (it must be "qid:<integer>")
-        found = _QID_TOKEN.findall(b"\n" + raw)
-        qids = [v[1:] for v in found if v[:1] == b":"]
-        if len(qids) != len(found) or 0 < len(qids) < n:
-            suspect = "a bad qid: token, or qid: on some lines only"
-        elif qids:
-            try:
-                groups = np.array(qids).astype(np.int64)
-            except (ValueError, OverflowError):
-                suspect = "a qid that is not a 64-bit integer"
-    if suspect is not None:
-        _raise_svmlight_error(path, raw, n_features, suspect)
+    bad, groups = _check_parsed(raw, X, y, n_features)
+    if bad is not None:
+        _raise_svmlight_error(path, raw, n_features, bad, "a line breaks the rules")
     if n_features is not None and X.shape[1] < n_features:
         X.resize((n, n_features))
     return X, y, groups
 
 
-def _raise_svmlight_error(path, raw, n_features, detected):
-    found = _svmlight_problem(raw, n_features)
+def _nth_sample_start(raw, row):
+    """Byte offset in ``raw`` of the line of sample ``row`` (0-based)."""
+    match = next(itertools.islice(_SAMPLE_LINE.finditer(b"\n" + raw), row, None))
+    return match.start()
+
+
+def _check_parsed(raw, X, y, n_features, expect_qid=None):
+    """Vectorised checks of scikit-learn's parse ``(X, y)`` of ``raw``.
+
+    Returns ``(bad, groups)``: ``bad`` is None if all is well, else the byte
+    offset in ``raw`` of the start of a line that breaks a rule (-1 if it
+    cannot tell which); ``groups`` the int64 qids or None. ``expect_qid``:
+    None (every sample has a qid or none has), True or False.
+    """
+    if b"_" in raw:
+        match = _UNDERSCORE.search(b"\n" + raw)
+        if match:
+            return match.start(), None
+    rows = []  # a bad sample of each kind
+    for bad, rows_of in ((~np.isfinite(y), None), (~np.isfinite(X.data), X.indptr)):
+        if bad.any():
+            i = int(np.argmax(bad))
+            rows.append(
+                i if rows_of is None else np.searchsorted(rows_of, i, "right") - 1
+            )
+    if n_features is not None and X.shape[1] > n_features:
+        i = int(np.argmax(X.indices >= n_features))
+        rows.append(np.searchsorted(X.indptr, i, "right") - 1)
+    if rows:
+        return _nth_sample_start(raw, int(min(rows))), None
+    if b"qid" not in raw:
+        found = []
+    else:
+        # the token after the label of each line if it starts with "qid", as
+        # scikit-learn tells a qid (it must be "qid:<integer>")
+        found = [(m.start(), m.group(1)) for m in _QID_TOKEN.finditer(b"\n" + raw)]
+        for start, rest in found:
+            if rest[:1] != b":":
+                return start, None
+    n = X.shape[0]
+    if len(found) not in ((0, n) if expect_qid is None else ((0, n)[expect_qid],)):
+        with_qid, status = {start for start, _ in found}, expect_qid
+        for match in _SAMPLE_LINE.finditer(b"\n" + raw):
+            has_qid = match.start() in with_qid
+            if status is None:
+                status = has_qid
+            elif has_qid != status:
+                return match.start(), None
+        return -1, None
+    if not found:
+        return None, None
+    try:
+        return None, np.array([rest[1:] for _, rest in found]).astype(np.int64)
+    except (ValueError, OverflowError):
+        for start, rest in found:
+            if not (_QID.match(rest[1:]) and -(2**63) <= int(rest[1:]) < 2**63):
+                return start, None
+        return -1, None
+
+
+def _first_sample(raw):
+    """``(line number, has qid)`` of the first sample line of ``raw``, or None."""
+    match = _SAMPLE_LINE.search(b"\n" + raw)
+    if match is None:
+        return None
+    start = match.start()
+    end = raw.find(b"\n", start)
+    parts = raw[start : None if end < 0 else end].split(b"#", 1)[0].split()
+    return raw.count(b"\n", 0, start) + 1, len(parts) > 1 and parts[1].startswith(
+        b"qid"
+    )
+
+
+def _raise_svmlight_error(path, raw, n_features, bad, detected):
+    """Raise ValueError naming the first line found to break a rule.
+
+    ``bad``: byte offset of a bad line's start, or None/-1 (unknown: the file
+    is searched chunk by chunk).
+    """
+    first = _first_sample(raw)
+    found = None
+    if bad is not None and bad >= 0:
+        end = raw.find(b"\n", bad)
+        line = raw[bad : None if end < 0 else end]
+        found = _scan_lines(line, n_features, raw.count(b"\n", 0, bad) + 1, first)
+    if found is None:
+        found = _locate_problem(raw, n_features, first)
     if found is None:  # the scan should always find what the checks saw
         raise ValueError(f"cannot read data file {path}: {detected}.") from None
     line, problem = found
     raise ValueError(f"{path}, line {line}: {problem}.") from None
+
+
+def _locate_problem(raw, n_features, first, chunk_size=1 << 18):
+    """``(line, problem)`` of the first line of ``raw`` breaking a rule, or None.
+
+    The bytes are cut at line ends into chunks of about ``chunk_size`` bytes;
+    each chunk is parsed and checked like the whole file (fast), and only the
+    first flagged chunk is scanned line by line in Python (slow).
+    """
+    start, lineno = 0, 1
+    while start < len(raw):
+        end = raw.find(b"\n", start + chunk_size)
+        end = len(raw) if end < 0 else end + 1
+        chunk = raw[start:end]
+        try:
+            X, y = _parse(io.BytesIO(chunk))
+            bad = _check_parsed(chunk, X, y, n_features, first and first[1])[0]
+        except (ValueError, OverflowError):
+            bad = -1
+        if bad is not None:
+            found = _scan_lines(chunk, n_features, lineno, first)
+            if found is not None:
+                return found
+        start, lineno = end, lineno + chunk.count(b"\n")
+    return None
 
 
 def _number(token):
@@ -313,14 +411,15 @@ def _number(token):
         return None
 
 
-def _svmlight_problem(raw, n_features):
-    """``(line, problem)`` for the first line breaking the format, or None.
+def _scan_lines(text, n_features, first_lineno, qid_line):
+    """``(line, problem)`` for the first line of ``text`` breaking a rule, or None.
 
     Tokenises exactly as scikit-learn does (lines split at ``\\n``, ``#``
     starts a comment, tokens split on whitespace), checking every rule.
+    ``first_lineno`` is the number of the first line of ``text``; ``qid_line``
+    is ``(line number, has qid)`` of the file's first sample (None: not seen).
     """
-    qid_line = None  # (line number, has qid) of the first sample
-    for lineno, line in enumerate(raw.split(b"\n"), 1):
+    for lineno, line in enumerate(text.split(b"\n"), first_lineno):
         parts = line.split(b"#", 1)[0].split()
         if not parts:
             continue
