@@ -6,6 +6,7 @@ written out by hand, and an independent regex read of the ``qid:`` column.
 """
 
 import bz2
+import functools
 import gzip
 import os
 import pickle
@@ -147,6 +148,59 @@ def test_syntax_errors_name_file_and_line(tmp_path, bad, message):
     p = write(tmp_path, "data.svm", HEAD + bad + "\n+1 1:2\n")
     with pytest.raises(ValueError, match=at_line(p, 4) + ".*" + re.escape(message)):
         load_data(p)
+
+
+DEEP_ERRORS = {
+    "index zero": ("-1 0:1 4:1", "index 0"),
+    "duplicate index": ("-1 4:1 4:1", "appears twice"),
+    "nan value": ("-1 4:nan", "not finite"),
+    "inf label": ("-inf 4:1", "not finite"),
+    "underscore": ("-1 4:2_5", "not a number"),
+    "above n_features": ("-1 4:1 31:1", "exceeds n_features=30"),
+    "bad qid token": ("-1 qidx:3 4:1", "is not a query id"),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _large_file_lines():
+    """~1 MB of samples (30 features, 4 per line), comments and blank lines
+    between them, so that line numbers differ from sample numbers."""
+    rng = np.random.default_rng(0)
+    idx = np.sort(np.argsort(rng.random((40000, 30)), axis=1)[:, :4] + 1, axis=1)
+    val = rng.random((40000, 4))
+    lines = []
+    for i in range(40000):
+        if i % 7 == 3:
+            lines.append("# comment 0:1 nan" if i % 2 else "")
+        else:
+            pairs = " ".join(f"{j}:{v:.6f}" for j, v in zip(idx[i], val[i]))
+            lines.append(f"{i % 2} {pairs}")
+    return tuple(lines)
+
+
+@pytest.mark.parametrize("bad, message", DEEP_ERRORS.values(), ids=DEEP_ERRORS)
+def test_errors_deep_in_a_large_file_get_their_line(tmp_path, bad, message):
+    # the same checks must hold far from the start of the file
+    lines = list(_large_file_lines())
+    lines[31000] = bad  # line 31001
+    p = write(tmp_path, "big.svm", "\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=at_line(p, 31001) + ".*" + re.escape(message)):
+        load_data(p, n_features=30)
+    X, _ = load_data(write(tmp_path, "good.svm", "\n".join(_large_file_lines())))
+    assert X.shape == (40000 - 40000 // 7 - (40000 % 7 > 3), 30)
+
+
+def test_mixed_qid_deep_in_a_large_file_gets_its_line(tmp_path):
+    lines = [f"{i % 3} qid:{i // 50} 1:{i}" for i in range(60000)]
+    lines.insert(45000, "# a comment")
+    lines[52000] = "1 1:7"  # line 52001 has no qid
+    p = write(tmp_path, "rank.svm", "\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=at_line(p, 52001) + ".*has no qid"):
+        load_data(p, return_groups=True)
+    lines[52000] = "1 qid:99999999999999999999 1:7"  # qid beyond int64
+    p = write(tmp_path, "rank.svm", "\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=at_line(p, 52001) + ".*is not a query id"):
+        load_data(p, return_groups=True)
 
 
 def test_qid_missing_on_a_later_line_is_reported(tmp_path):
