@@ -5,9 +5,11 @@ its format's rules is refused with an error naming the file (and the 1-based
 line for text formats), instead of being read in some guessed way.
 
 SVMlight/LIBSVM text is parsed by scikit-learn's ``load_svmlight_file`` (its
-Cython loop, with ``zero_based=False``); this module reads the bytes once,
-runs cheap vectorised checks on the result, and scans lines in Python only
-when something is wrong, to say where.
+Cython loop, with ``zero_based=False``); this module also reads the file's
+bytes, runs vectorised and regex checks that catch what scikit-learn accepts
+silently (NaN/inf, ``1_0``, qid on some lines only, indices beyond
+``n_features``), reads the qid column with one regex pass, and looks at lines
+one by one in Python only once something is wrong, to say where.
 """
 
 from __future__ import annotations
