@@ -24,7 +24,7 @@ import numpy as np
 import sklearn
 from sklearn.datasets import load_svmlight_file
 
-from jaxrank._src.data import load_data  # jaxrank.load_data once the package switches
+from jaxrank import load_data
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

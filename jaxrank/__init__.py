@@ -24,7 +24,8 @@ from jaxrank._src.appx import APSVMApprox
 from jaxrank._src.aucsvm import AUCSVM
 from jaxrank._src.base import StructuredSVM
 from jaxrank._src.binary import BinarySVM
-from jaxrank._src.io import load, load_data, save
+from jaxrank._src.data import load_data
+from jaxrank._src.io import load, save
 from jaxrank._src.kernelrank import KernelRank
 from jaxrank._src.registry import ESTIMATORS
 from jaxrank._src.sweep import SweepResult, sweep

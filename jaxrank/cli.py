@@ -153,7 +153,7 @@ def _check_output(path, force):
 
 
 def _read(path, n_features=None):
-    from jaxrank._src.io import load_data
+    from jaxrank._src.data import load_data
 
     return load_data(path, n_features=n_features, return_groups=True)
 
@@ -208,14 +208,15 @@ def cmd_predict(args):
 def _positive_labels(model, y, path):
     """Labels of a data file as positives by the model's ``classes_`` (or grades)."""
     y = np.asarray(y)
-    if hasattr(model, "min_relevance") and np.array_equal(model.classes_, [0, 1]) and (
-            not np.isin(y, model.classes_).all()):
+    if getattr(model, "n_queries_", None) is not None:  # query-grouped: grades
         return y >= model.min_relevance
-    unknown = np.setdiff1d(np.unique(y), model.classes_)
-    if unknown.size:
-        raise ValueError(f"labels of {path} {unknown.tolist()[:6]} are not among the model's "
-                         f"classes {model.classes_.tolist()}.")
-    return y == model.classes_[1]
+    values = np.unique(y)
+    if np.isin(values, model.classes_).all():
+        return y == model.classes_[1]
+    if values.size == 2:  # another two-value coding ({0, 1} vs {-1, 1}): larger positive
+        return y == values[1]
+    raise ValueError(f"labels of {path} {values.tolist()[:6]} are neither among the model's "
+                     f"classes {model.classes_.tolist()} nor two values (larger = positive).")
 
 
 def cmd_evaluate(args):

@@ -12,8 +12,8 @@ from jaxrank.cli import main
 def svmlight_files(tmp_path, page_blocks):
     X, y = page_blocks
     train, test = tmp_path / "train.svm", tmp_path / "test.svm"
-    dump_svmlight_file(X[:800], y[:800], str(train))
-    dump_svmlight_file(X[800:1300], np.where(y[800:1300] > 0, 1, 0), str(test))
+    dump_svmlight_file(X[:800], y[:800], str(train), zero_based=False)
+    dump_svmlight_file(X[800:1300], np.where(y[800:1300] > 0, 1, 0), str(test), zero_based=False)
     return train, test, X[800:1300], y[800:1300]
 
 
@@ -21,7 +21,8 @@ def svmlight_files(tmp_path, page_blocks):
 def test_train_predict_evaluate_round_trip(tmp_path, svmlight_files, capsys, model):
     train, test, Xte, yte = svmlight_files
     mfile, sfile = tmp_path / "model.npz", tmp_path / "scores.txt"
-    assert main(["train", "--model", model, "-c", "0.5", str(train), str(mfile)]) == 0
+    c = [] if model == "kernelrank" else ["-c", "0.5"]
+    assert main(["train", "--model", model, *c, str(train), str(mfile)]) == 0
     assert main(["predict", str(mfile), str(test), "-o", str(sfile)]) == 0
     scores = np.loadtxt(sfile)
     m = jaxrank.load(mfile)
@@ -92,7 +93,7 @@ def test_qid_files_train_grouped_models_and_are_refused_by_pooled_ones(tmp_path,
     X, y = page_blocks[0][:400], page_blocks[1][:400]
     qid = np.repeat(np.arange(20), 20)
     path = tmp_path / "q.svm"
-    dump_svmlight_file(X, y, str(path), query_id=qid)
+    dump_svmlight_file(X, y, str(path), query_id=qid, zero_based=False)
     assert main(["train", "--model", "svm", str(path), str(tmp_path / "s.npz")]) == 2
     assert "qid" in capsys.readouterr().err
     assert main(["train", "-c", "10", str(path), str(tmp_path / "m.npz")]) == 0

@@ -18,9 +18,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
-# The reader under test; it becomes the public jaxrank.load_data when the
-# package switches from jaxrank._src.io to it.
-from jaxrank._src.data import load_data
+from jaxrank import load_data
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data
 

@@ -166,7 +166,7 @@ def test_load_data_formats(tmp_path):
     np.savetxt(tmp_path / "d.csv", np.c_[X, y], delimiter=",")
     from sklearn.datasets import dump_svmlight_file
 
-    dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"), zero_based=False)
     for name in ("d.npz", "d.npy", "d.csv", "d.svm"):
         Xr, yr = jaxrank.load_data(tmp_path / name)
         Xr = Xr.toarray() if sp.issparse(Xr) else Xr

@@ -127,7 +127,7 @@ def load_data(path, *, n_features=None, return_groups=False):
 
     Examples:
         >>> import os, tempfile
-        >>> from jaxrank._src.data import load_data
+        >>> from jaxrank import load_data
         >>> d = tempfile.TemporaryDirectory()
         >>> p = os.path.join(d.name, "train.svm")
         >>> with open(p, "w") as f:

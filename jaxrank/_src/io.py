@@ -1,4 +1,4 @@
-"""Model persistence (npz + JSON, no pickle) and data-file loading."""
+"""Model persistence: ``save`` / ``load`` (npz + JSON metadata, no pickle)."""
 
 from __future__ import annotations
 
@@ -188,57 +188,3 @@ def load(path):
         raise ValueError(f"{path}: a single-task model must have one row of coef_.")
     model.n_features_in_ = d
     return model
-
-
-def load_data(path, *, n_features=None, return_groups=False):
-    """Read a binary-labelled data file.
-
-    Formats, by extension: SVMlight/LIBSVM (``.svm``, ``.svmlight``,
-    ``.libsvm``, ``.txt``, ``.dat``, optionally ``.gz``/``.bz2``; read with
-    ``sklearn.datasets.load_svmlight_file``, returned as a CSR matrix);
-    ``.npz`` with arrays ``X`` and ``y``; ``.npy`` (last column = label);
-    ``.csv`` (no header, last column = label).
-
-    Args:
-        path: file name.
-        n_features: for SVMlight files, the number of features to assume
-            (so that a test file matches its training file).
-
-    Returns:
-        ``(X, y)``: ``[n, d]`` float array or CSR matrix and ``[n]`` labels.
-
-    Raises:
-        FileNotFoundError: missing file.
-        ValueError: unknown extension or unreadable content.
-    """
-    from sklearn.datasets import load_svmlight_file
-
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"data file {path} does not exist.")
-    low = path.lower()
-    base = low[:-3] if low.endswith(".gz") else low[:-4] if low.endswith(".bz2") else low
-    try:
-        if base.endswith(".npz"):
-            with np.load(path, allow_pickle=False) as d:
-                if "X" not in d.files or "y" not in d.files:
-                    raise ValueError("an .npz data file needs arrays 'X' and 'y'")
-                X, y = np.array(d["X"]), np.array(d["y"])
-                return (X, y, None) if return_groups else (X, y)
-        if base.endswith(".npy"):
-            a = np.load(path, allow_pickle=False)
-            if a.ndim != 2 or a.shape[1] < 2:
-                raise ValueError("an .npy data file must be 2-D with the label last")
-            return (a[:, :-1], a[:, -1], None) if return_groups else (a[:, :-1], a[:, -1])
-        if base.endswith(".csv"):
-            a = np.loadtxt(path, delimiter=",", ndmin=2)
-            return (a[:, :-1], a[:, -1], None) if return_groups else (a[:, :-1], a[:, -1])
-        X, y, qid = load_svmlight_file(path, n_features=n_features, query_id=True)
-        groups = qid if qid.size and np.any(qid != 0) else None
-        if return_groups:
-            return X, y, groups
-        if groups is not None:
-            raise ValueError("the file has qid: columns (queries); pass return_groups=True")
-        return X, y
-    except ValueError as e:
-        raise ValueError(f"cannot read data file {path}: {e}") from None
