@@ -232,20 +232,27 @@ def test_checkify_reports_nan_and_undefined_lists(fn):
 # ---------------------------------------------------------------------------
 
 
-def _queries(rng, n_queries, ties, with_empty=True):
-    """Shuffled items of queries with non-contiguous ids; some without positives."""
-    sizes = rng.integers(1, 30, n_queries)
+def _queries(rng, n_queries, ties, length=256):
+    """Shuffled items of queries with non-contiguous ids, padded to ``length``
+    (one shape: one compilation) with masked items; returns (s, y, q, keep).
+    Two queries have no positive, one has only positives."""
+    sizes = rng.integers(1, length // n_queries + 1, n_queries)
     ids = rng.choice(10**6, n_queries, replace=False) - 5 * 10**5  # any ints
     q = np.repeat(ids, sizes)
     rates = rng.random(n_queries) * 0.6
-    if with_empty:
-        rates[:2] = 0.0  # queries without a relevant document
-        rates[2] = 1.0  # a query with only relevant documents
+    rates[:2] = 0.0  # queries without a relevant document
+    rates[2] = 1.0  # a query with only relevant documents
     y = rng.random(len(q)) < np.repeat(rates, sizes)
+    y[np.flatnonzero(np.repeat(rates, sizes) == 0.0)] = False
     s, _ = _informative(rng, len(q), 0.5, ties)
     s = s + y  # informative within queries
-    perm = rng.permutation(len(q))
-    return s[perm].astype(np.float32), y[perm], q[perm].astype(np.int32)
+    pad = length - len(q)
+    keep = np.r_[np.ones(len(q), bool), np.zeros(pad, bool)]
+    q = np.r_[q, rng.integers(-5, 5, pad)]  # padding: ids that may clash
+    y = np.r_[y, rng.random(pad) < 0.5]
+    s = np.r_[s, np.where(rng.random(pad) < 0.2, np.nan, 0.0)]  # masked NaN too
+    perm = rng.permutation(length)
+    return s[perm].astype(np.float32), y[perm], q[perm].astype(np.int32), keep[perm]
 
 
 def _map_loop(s, y, q, where=None):
@@ -274,45 +281,43 @@ def _auc_loop(s, y, q, where=None):
 @pytest.mark.parametrize("transform", [lambda f: f, jax.jit], ids=["eager", "jit"])
 def test_segments_equal_a_loop_over_queries_with_sklearn(transform, ties):
     rng = np.random.default_rng(11 + ties)
+    ap, auc = transform(average_precision), transform(roc_auc)
     for _ in range(3):
-        s, y, q = _queries(rng, 25, ties)
+        s, y, q, keep = _queries(rng, 12, ties)
         np.testing.assert_allclose(
-            transform(average_precision)(s, y, segments=q), _map_loop(s, y, q), rtol=1e-5
+            ap(s, y, where=keep, segments=q), _map_loop(s, y, q, keep), rtol=1e-5
         )
         np.testing.assert_allclose(
-            transform(roc_auc)(s, y, segments=q), _auc_loop(s, y, q), rtol=1e-5
+            auc(s, y, where=keep, segments=q), _auc_loop(s, y, q, keep), rtol=1e-5
         )
-        keep = rng.random(len(s)) < 0.7
-        keep[np.flatnonzero(y)[:1]] = keep[np.flatnonzero(~y)[:1]] = True
+        sub = keep & (rng.random(len(s)) < 0.7)  # drop more items
+        sub[np.flatnonzero(keep & y)[:1]] = sub[np.flatnonzero(keep & ~y)[:1]] = True
         np.testing.assert_allclose(
-            transform(average_precision)(s, y, where=keep, segments=q),
-            _map_loop(s, y, q, keep),
-            rtol=1e-5,
+            ap(s, y, where=sub, segments=q), _map_loop(s, y, q, sub), rtol=1e-5
         )
 
 
 def test_per_segment_values_are_item_aligned():
     rng = np.random.default_rng(5)
-    s, y, q = _queries(rng, 20, ties=True)
-    keep = rng.random(len(s)) < 0.9
-    keep[np.flatnonzero(y)[0]] = True
+    s, y, q, keep = _queries(rng, 10, ties=True)
     ap = np.asarray(jax.jit(average_precision, static_argnames="segment_reduce_fn")(
         s, y, where=keep, segments=q, segment_reduce_fn=None))
     auc = np.asarray(roc_auc(s, y, where=keep, segments=q, segment_reduce_fn=None))
     assert ap.shape == auc.shape == s.shape
     assert np.all(np.isnan(ap[~keep])) and np.all(np.isnan(auc[~keep]))
-    for qid in np.unique(q):
+    n_undefined = 0
+    for qid in np.unique(q[keep]):
         m = keep & (q == qid)
-        if not m.any():
-            continue
         if y[m].any():
             np.testing.assert_allclose(ap[m], average_precision_score(y[m], s[m]), rtol=1e-5)
         else:
             assert np.all(np.isnan(ap[m]))  # no positive: no AP (not 0)
+            n_undefined += 1
         if y[m].any() and not y[m].all():
             np.testing.assert_allclose(auc[m], roc_auc_score(y[m], s[m]), rtol=1e-5)
         else:
             assert np.all(np.isnan(auc[m]))
+    assert n_undefined >= 2  # the case is exercised
     # The default (jnp.mean) is the mean over the defined segments, each once.
     first = np.unique(q[keep], return_index=True)[1]
     per_query = ap[keep][first]
@@ -325,25 +330,23 @@ def test_per_segment_values_are_item_aligned():
 
 def test_segment_reduce_sum_and_custom_callable():
     rng = np.random.default_rng(6)
-    s, y, q = _queries(rng, 15, ties=False)
-    per = np.asarray(average_precision(s, y, segments=q, segment_reduce_fn=None))
-    per_query = per[np.unique(q, return_index=True)[1]]
+    s, y, q, keep = _queries(rng, 10, ties=False)
+    kw = dict(where=keep, segments=q)
+    per = np.asarray(average_precision(s, y, segment_reduce_fn=None, **kw))
+    per_query = per[keep][np.unique(q[keep], return_index=True)[1]]
     defined = per_query[~np.isnan(per_query)]
     np.testing.assert_allclose(
-        average_precision(s, y, segments=q, segment_reduce_fn=jnp.sum), defined.sum(), rtol=1e-6
+        average_precision(s, y, segment_reduce_fn=jnp.sum, **kw), defined.sum(), rtol=1e-6
     )
 
     def worst(values, where):
         return jnp.min(values, where=where, initial=1.0)
 
     np.testing.assert_allclose(
-        jax.jit(average_precision, static_argnames="segment_reduce_fn")(
-            s, y, segments=q, segment_reduce_fn=worst),
-        defined.min(),
-        rtol=1e-6,
+        average_precision(s, y, segment_reduce_fn=worst, **kw), defined.min(), rtol=1e-6
     )
     with pytest.raises(TypeError, match="segment_reduce_fn"):
-        average_precision(s, y, segments=q, segment_reduce_fn="mean")
+        average_precision(s, y, segment_reduce_fn="mean", **kw)
 
 
 @pytest.mark.parametrize("fn", METRICS, ids=["ap", "auc"])
