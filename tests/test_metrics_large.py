@@ -45,8 +45,13 @@ def _data(n, rate, ties, seed):
 
 
 CASES = [
-    pytest.param(n, rate, ties, marks=[slow] if n >= 10**7 else [],
-                 id=f"n{n:.0e}-pos{rate:.0%}-{'ties' if ties else 'distinct'}")
+    pytest.param(
+        n,
+        rate,
+        ties,
+        marks=[slow] if n >= 10**7 else [],
+        id=f"n{n:.0e}-pos{rate:.0%}-{'ties' if ties else 'distinct'}",
+    )
     for n in (10**5, 10**6, 10**7)
     for rate in (0.03, 0.5)
     for ties in (False, True)
@@ -88,14 +93,18 @@ def test_large_segmented_equals_a_loop_over_queries():
     sizes = sizes[np.cumsum(sizes) <= n]
     sizes = np.r_[sizes, n - sizes.sum()]
     q = np.repeat(rng.permutation(10**7)[: len(sizes)], sizes).astype(np.int32)
-    rate = np.repeat(rng.random(len(sizes)) * 0.1 * (rng.random(len(sizes)) < 0.8), sizes)
+    rate = np.repeat(
+        rng.random(len(sizes)) * 0.1 * (rng.random(len(sizes)) < 0.8), sizes
+    )
     y = rng.random(n) < rate
     s = (y + np.round(2 * rng.normal(size=n))).astype(np.float32)
     perm = rng.permutation(n)
     s, y, q = s[perm], y[perm], q[perm]
     ref_map, ref_auc = _map_loop(s, y, q)
     rtol = _rtol(n, segmented=True)
-    np.testing.assert_allclose(jax.jit(average_precision)(s, y, segments=q), ref_map, rtol=rtol)
+    np.testing.assert_allclose(
+        jax.jit(average_precision)(s, y, segments=q), ref_map, rtol=rtol
+    )
     np.testing.assert_allclose(jax.jit(roc_auc)(s, y, segments=q), ref_auc, rtol=rtol)
     # One segment holding everything: the segmented path at full size.
     one = np.zeros(n, np.int32)
@@ -103,5 +112,7 @@ def test_large_segmented_equals_a_loop_over_queries():
         jax.jit(roc_auc)(s, y, segments=one), roc_auc_score(y, s), rtol=rtol
     )
     np.testing.assert_allclose(
-        jax.jit(average_precision)(s, y, segments=one), average_precision_score(y, s), rtol=rtol
+        jax.jit(average_precision)(s, y, segments=one),
+        average_precision_score(y, s),
+        rtol=rtol,
     )

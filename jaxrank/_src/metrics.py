@@ -46,9 +46,7 @@ def _dtype(x):
 
 def _check_dtypes(scores, labels, where, segments):
     s_dt, l_dt = _dtype(scores), _dtype(labels)
-    if not (
-        jnp.issubdtype(s_dt, jnp.floating) or jnp.issubdtype(s_dt, jnp.integer)
-    ):
+    if not (jnp.issubdtype(s_dt, jnp.floating) or jnp.issubdtype(s_dt, jnp.integer)):
         raise TypeError(f"scores must be a real numeric array; got dtype {s_dt}.")
     if not (
         l_dt == bool
@@ -93,6 +91,10 @@ def _prepare(scores, labels, where, segments, segment_reduce_fn, metric):
         if segments is not None and metric == "roc_auc":
             _check_some_segment_has_both_classes(positive, valid, np.asarray(segments))
         positive, valid = jnp.asarray(positive), jnp.asarray(valid)
+        if _narrowed_by_jax(arr.dtype):
+            scores = _exact_ranks(arr)
+        if segments is not None and _narrowed_by_jax(np.asarray(segments).dtype):
+            segments = _exact_ranks(np.asarray(segments))
     else:
         positive = jnp.asarray(labels) > 0
         valid = jnp.ones(jnp.shape(scores), bool) if where is None else where
@@ -100,6 +102,21 @@ def _prepare(scores, labels, where, segments, segment_reduce_fn, metric):
     if segments is not None:
         segments = jnp.asarray(segments)
     return scores, positive, jnp.asarray(valid), segments
+
+
+def _narrowed_by_jax(dtype):
+    """True if ``jnp.asarray`` would narrow ``dtype`` (64-bit, x64 mode off)."""
+    return jax.dtypes.canonicalize_dtype(dtype) != dtype
+
+
+def _exact_ranks(arr):
+    """Dense ranks of a NumPy array (ties kept), as int32.
+
+    Replaces 64-bit data that ``jnp.asarray`` would round (float64 -> float32
+    creates ties) or wrap (int64 -> int32). The metrics depend only on order
+    and equality, so the ranks are an exact replacement.
+    """
+    return np.unique(arr, return_inverse=True)[1].reshape(arr.shape).astype(np.int32)
 
 
 def _check_some_segment_has_both_classes(positive, valid, segments):
@@ -310,6 +327,9 @@ def _list_metric(metric, reduce_fn, scores, positive, valid, segments):
     """One list -> (value ``[]`` or ``[n]``, n_defined ``[]``, has_nan ``[]``)."""
     ft = _out_dtype(scores)
     nan = jnp.full((), jnp.nan, ft)
+    if scores.shape[0] == 0:  # empty lists (only under jit): undefined
+        out = jnp.full((0,), nan) if reduce_fn is None else nan
+        return out, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
     if segments is None:
         value, defined, has_nan = _unsegmented(metric, scores, positive, valid)
         n_defined = defined.astype(jnp.int32)
@@ -335,7 +355,7 @@ def _list_metric(metric, reduce_fn, scores, positive, valid, segments):
     return out, n_defined, has_nan
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernel(metric, segmented, reduce_fn):
     """Jitted, batched kernel for a (metric, segmented, reduce_fn) triple."""
     out_sig = "()" if reduce_fn is not None else "(n)"
@@ -389,6 +409,7 @@ def _run(metric, name, scores, labels, where, segments, segment_reduce_fn):
 # public functions
 # ----------------------------------------------------------------------------
 
+
 def average_precision(
     scores, labels, *, where=None, segments=None, segment_reduce_fn=jnp.mean
 ):
@@ -416,7 +437,9 @@ def average_precision(
 
     Args:
         scores: ``[..., n]`` float or int array; higher ranks first. Units
-            arbitrary. Compared exactly (no rounding of integer scores).
+            arbitrary. Compared exactly: integer scores are never rounded,
+            and 64-bit NumPy scores (with JAX's x64 mode off) are replaced by
+            their exact ranks on the host rather than rounded to 32 bits.
         labels: ``[..., n]`` array; items with ``label > 0`` are positives
             (``{0, 1}``, ``{-1, 1}`` or bool).
         where: optional ``[..., n]`` bool mask; ``False`` items are ignored
@@ -523,8 +546,8 @@ def roc_auc(scores, labels, *, where=None, segments=None, segment_reduce_fn=jnp.
 
     Returns:
         ``[...]`` float array in ``[0, 1]`` (``[..., n]`` if
-        ``segment_reduce_fn is None``); under ``jit`` NaN for a list without
-        both classes (in some segment) or with a NaN score among its valid
+        ``segment_reduce_fn is None``); under ``jit`` NaN for a list in which
+        no segment has both classes, or with a NaN score among its valid
         items; ``checkify`` turns these into errors, as for
         :func:`average_precision`.
 
@@ -541,8 +564,15 @@ def roc_auc(scores, labels, *, where=None, segments=None, segment_reduce_fn=jnp.
         >>> from jaxrank.metrics import roc_auc
         >>> float(roc_auc(jnp.array([3., 2., 2.]), jnp.array([1, 1, 0])))
         0.75
+
+        Two queries: AUC 0.75 in query 0 and 0 in query 1 (pairs only
+        within a query), mean 0.375:
+
         >>> s = jnp.array([3., 2., 2., 1., 5.])
-        >>> float(roc_auc(s, jnp.array([1, 1, 0, 1, 0]), segments=jnp.array([0, 0, 0, 1, 1])))
+        >>> y = jnp.array([1, 1, 0, 1, 0])
+        >>> float(roc_auc(s, y, segments=jnp.array([0, 0, 0, 1, 1])))
         0.375
     """
-    return _run("roc_auc", "roc_auc", scores, labels, where, segments, segment_reduce_fn)
+    return _run(
+        "roc_auc", "roc_auc", scores, labels, where, segments, segment_reduce_fn
+    )
