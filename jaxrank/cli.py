@@ -130,11 +130,10 @@ def evaluate_scores(scores, positive, groups=None):
         "P@10": precision_at_k(s, positive, 10),
     }
     if groups is not None:
-        aps = [float(average_precision(s[groups == q], positive[groups == q]))
-               for q in np.unique(groups)
-               if positive[groups == q].any() and (~positive[groups == q]).any()]
-        out["MAP"] = float(np.mean(aps)) if aps else float("nan")
-        out["queries"] = len(aps)
+        from jaxrank._src.base import map_score
+
+        out["MAP"] = map_score(s, positive, groups)
+        out["queries"] = int(np.unique(groups).size)
     return out
 
 
@@ -158,22 +157,55 @@ def _read(path, n_features=None):
     return load_data(path, n_features=n_features, return_groups=True)
 
 
+def _read_edges(path):
+    """``[m, 2]`` int64 edges: two 0-based sample indices per line."""
+    if path is None:
+        return None
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a directory; expected an edges file.")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"edges file {path} does not exist.")
+    try:
+        e = np.loadtxt(path, dtype=np.float64, ndmin=2, comments="#")
+    except ValueError as err:
+        raise ValueError(f"cannot read edges file {path}: {err}") from None
+    if e.size and (e.shape[1] != 2 or not np.all(e == np.round(e))):
+        raise ValueError(f"{path}: expected two integer sample indices per line.")
+    return e.reshape(-1, 2).astype(np.int64)
+
+
+def _extra_inputs(est, path, groups, edges, *, model_name):
+    """Keyword arguments of fit/decision_function from qid: and --edges (per class)."""
+    kw = {}
+    gname = getattr(est, "_groups_param", None)
+    if groups is not None:
+        if gname is None:
+            raise ValueError(
+                f"{path} has qid: columns; --model {model_name} trains one pooled ranking and "
+                "takes neither queries nor bags. Use --model apsvm (mean AP over queries), a "
+                "latent model (qid: = bag id) or remove the qid: columns.")
+        kw[gname] = groups
+    elif getattr(est, "_groups_required", False):
+        raise ValueError(f"--model {model_name} needs qid: columns in {path} ({gname}).")
+    if getattr(est, "_needs_edges", False):
+        if edges is None:
+            raise ValueError(f"--model {model_name} needs --edges EDGES.txt.")
+        kw["edges"] = edges
+    elif edges is not None:
+        raise ValueError(f"--edges does not apply to --model {model_name}.")
+    return kw
+
+
 def cmd_train(args):
     _check_output(args.model_file, args.force)
     est = make_estimator(args)
     X, y, groups = _read(args.train_file)
+    edges = _read_edges(getattr(args, "edges", None))
     print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}"
-          + (f", {np.unique(groups).size} queries (qid)" if groups is not None else ""))
-    if groups is not None and not getattr(est, "_supports_groups", False):
-        raise ValueError(
-            f"{args.train_file} has qid: columns (queries); --model {args.model} trains one "
-            "pooled ranking and does not take queries. Use --model apsvm (mean AP over "
-            "queries) or remove the qid: columns.")
+          + (f", {np.unique(groups).size} qid groups" if groups is not None else ""))
+    kw = _extra_inputs(est, args.train_file, groups, edges, model_name=args.model)
     t0 = time.perf_counter()
-    if groups is not None:
-        est.fit(X, y, groups=groups)
-    else:
-        est.fit(X, y)
+    est.fit(X, y, **kw)
     dt = time.perf_counter() - t0
     conv = getattr(est, "converged_", None)
     print(f"trained {type(est).__name__}(C={getattr(est, 'C', 'n/a')}) in {dt:.2f} s: "
@@ -195,14 +227,25 @@ def cmd_predict(args):
     if args.output:
         _check_output(args.output, args.force)
     model = jaxrank.load(args.model_file)
-    X, _, _ = _read(args.data_file, model.n_features_in_)
-    scores = np.asarray(model.decision_function(X))
+    X, _, groups = _read(args.data_file, model.n_features_in_)
+    kw = _predict_inputs(model, args, groups)
+    scores = np.asarray(model.decision_function(X, **kw))
     if args.output:
         np.savetxt(args.output, scores, fmt="%.8g")
         print(f"wrote {len(scores)} scores to {args.output}")
     else:
         np.savetxt(sys.stdout, scores, fmt="%.8g")
     return 0
+
+
+def _predict_inputs(model, args, groups):
+    """decision_function keywords for MODEL on DATA (bags / edges where the class needs them)."""
+    edges = _read_edges(getattr(args, "edges", None))
+    name = type(model).__name__
+    kw = _extra_inputs(model, args.data_file, groups, edges, model_name=name)
+    if not getattr(model, "_groups_at_predict", False):
+        kw.pop(getattr(model, "_groups_param", None) or "", None)
+    return kw
 
 
 def _positive_labels(model, y, path):
@@ -224,11 +267,15 @@ def cmd_evaluate(args):
 
     model = jaxrank.load(args.model_file)
     X, y, groups = _read(args.data_file, model.n_features_in_)
+    kw = _predict_inputs(model, args, groups)
+    s = np.asarray(model.decision_function(X, **kw))
+    s = s if s.ndim == 1 else s[:, 0]
+    if hasattr(model, "_per_group_labels") and getattr(model, "_groups_at_predict", False):
+        y, groups = model._per_group_labels(y, groups), None  # one score per bag
     positive = _positive_labels(model, y, args.data_file)
     if positive.all() or not positive.any():
         raise ValueError(f"{args.data_file} needs positives and negatives to evaluate.")
-    s = np.asarray(model.decision_function(X))
-    res = evaluate_scores(s if s.ndim == 1 else s[:, 0], positive, groups)
+    res = evaluate_scores(s, positive, groups)
     for k, v in res.items():
         print(f"{k:8s} {v:.4f}" if isinstance(v, float) else f"{k:8s} {v}")
     return 0
@@ -467,6 +514,8 @@ def build_parser():
     t.add_argument("-c", type=_positive_float, default=None,
                    help="trade-off C > 0 (default: the model's, 1)")
     t.add_argument("--force", action="store_true", help="overwrite MODEL if it exists")
+    t.add_argument("--edges", default=None, metavar="EDGES.txt",
+                   help="models over a graph of samples: two 0-based sample indices per line")
     common_fit(t)
     t.set_defaults(func=cmd_train)
 
@@ -476,6 +525,8 @@ def build_parser():
     pr.add_argument("data_file", metavar="DATA")
     pr.add_argument("-o", "--output", help="write scores to this file instead of stdout")
     pr.add_argument("--force", action="store_true", help="overwrite the -o file if it exists")
+    pr.add_argument("--edges", default=None, metavar="EDGES.txt",
+                    help="graph models: the edges among the samples of DATA")
     pr.set_defaults(func=cmd_predict)
 
     ev = sub.add_parser("evaluate", help="AP, ROC-AUC and P@10 of MODEL on DATA",
@@ -483,6 +534,8 @@ def build_parser():
                         "label); with qid: columns, also the MAP over queries.")
     ev.add_argument("model_file", metavar="MODEL")
     ev.add_argument("data_file", metavar="DATA")
+    ev.add_argument("--edges", default=None, metavar="EDGES.txt",
+                    help="graph models: the edges among the samples of DATA")
     ev.set_defaults(func=cmd_evaluate)
 
     sw = sub.add_parser(

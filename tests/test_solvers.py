@@ -131,3 +131,25 @@ def test_planes_are_the_transpose_of_the_feature_map(page_blocks, sparse):
     w = np.random.default_rng(1).normal(size=11).astype(np.float32)
     np.testing.assert_allclose(Intercept()(jnp.asarray(w), data), X @ w[:-1] + w[-1],
                                rtol=1e-5, atol=1e-5)
+
+
+def test_sign_constraint_pins_an_active_weight_to_zero(page_blocks):
+    """``nonpositive``: with w_j <= 0 active, the optimum is the fit without feature j.
+
+    (A convex problem whose unconstrained minimiser violates the one
+    constraint has its constrained minimiser on the boundary ``w_j = 0``.)
+    """
+    X, y = page_blocks[0][:400], page_blocks[1][:400] > 0
+    prob = ItemProblem(jnp.asarray(y), jnp.ones(400, bool))
+    run = jax.jit(fit, static_argnames=("model", "max_iter"))
+    free = run(APModel(kp=int(y.sum())), design(X), prob, C=100.0, tol=1e-5, max_iter=3000)
+    j = int(np.argmax(np.asarray(free.w)))
+    assert float(free.w[j]) > 0.05
+    con = run(APModel(kp=int(y.sum()), nonpositive=(j, j + 1)), design(X), prob, C=100.0,
+              tol=1e-5, max_iter=3000)
+    drop = run(APModel(kp=int(y.sum())), design(np.delete(X, j, axis=1)), prob, C=100.0,
+               tol=1e-5, max_iter=3000)
+    assert bool(con.converged) and bool(drop.converged)
+    assert float(con.w[j]) <= 0
+    np.testing.assert_allclose(float(con.objective), float(drop.objective), rtol=1e-4)
+    assert float(con.dual) <= float(drop.objective) * (1 + 1e-5)

@@ -25,9 +25,8 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, Real, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from jaxrank._src.base import StructuredSVM, check_groups
+from jaxrank._src.base import StructuredSVM, check_groups, map_score
 from jaxrank._src.inference import METHODS, ap_oracle
-from jaxrank._src.metrics import average_precision
 from jaxrank._src.models import ItemProblem, Model, QueryProblem
 from jaxrank._src.types import Violation
 
@@ -168,6 +167,7 @@ class APSVM(StructuredSVM):
     }
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
     _supports_groups = True
+    _groups_param = "groups"
 
     def __init__(self, C=1.0, *, inference="select", min_relevance=1, max_iter=1000,
                  tol=1e-4, verbose=False):
@@ -250,14 +250,7 @@ class APSVM(StructuredSVM):
         s = np.asarray(self.decision_function(X), np.float32)
         if s.ndim != 1:
             raise ValueError("groups are supported only for a model fitted on a 1-D y.")
-        groups = check_groups(groups, s.shape[0])
-        positive = np.asarray(y) >= self.min_relevance
-        aps = [float(average_precision(s[groups == q], positive[groups == q]))
-               for q in np.unique(groups)
-               if positive[groups == q].any() and (~positive[groups == q]).any()]
-        if not aps:
-            raise ValueError("no query of groups has both a relevant and an irrelevant item.")
-        return float(np.mean(aps))
+        return map_score(s, np.asarray(y) >= self.min_relevance, groups)
 
 
 __all__ = ["APModel", "APSVM", "ItemProblem", "QueryProblem", "query_layout"]

@@ -323,22 +323,36 @@ class RankerMixin:
                 f"y has {positive.shape[0]} task column(s); the model was fitted with "
                 f"{s.shape[1]}.")
         if groups is not None:
-            return float(np.mean([_map_score(s[:, t], positive[t], groups)
+            return float(np.mean([map_score(s[:, t], positive[t], groups)
                                   for t in range(positive.shape[0])]))
         return float(np.mean([average_precision(s[:, t], positive[t])
                               for t in range(positive.shape[0])]))
 
 
-def _map_score(scores, positive, groups):
-    groups = check_groups(groups, scores.shape[0])
-    aps = []
-    for q in np.unique(groups):
-        m = groups == q
-        if positive[m].any() and (~positive[m]).any():
-            aps.append(float(average_precision(scores[m], positive[m])))
-    if not aps:
+def map_score(scores, positive, groups):
+    """Mean AP over the queries that have a positive and a negative (MAP), host side.
+
+    Args:
+        scores: ``[n]`` float scores.
+        positive: ``[n]`` bool relevance.
+        groups: ``[n]`` integer query ids.
+
+    Returns:
+        float MAP.
+
+    Raises:
+        ValueError: no query has both a positive and a negative.
+    """
+    groups = check_groups(groups, np.shape(scores)[0])
+    positive = np.asarray(positive, bool)
+    _, inv = np.unique(groups, return_inverse=True)
+    has_pos = np.bincount(inv, weights=positive) > 0
+    has_neg = np.bincount(inv, weights=~positive) > 0
+    ok = (has_pos & has_neg)[inv]
+    if not ok.any():
         raise ValueError("no query of groups has both a positive and a negative sample.")
-    return float(np.mean(aps))
+    return float(average_precision(np.asarray(scores, np.float32), positive, where=ok,
+                                   segments=inv.astype(np.int32)))
 
 
 def check_groups(groups, n, name="groups"):
@@ -383,6 +397,16 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
     }
     _default_Cs = (0.01, 0.1, 1.0, 10.0)
     _supports_groups = False
+    # How the CLI feeds a data file's qid: column and --edges to this class:
+    # ``_groups_param`` is the fit keyword that receives the qid column (None:
+    # the class refuses qid files); ``_groups_required`` makes qid mandatory;
+    # ``_groups_at_predict`` also passes it to decision_function (one score
+    # per group, labels by ``_per_group_labels(y, groups)``); ``_needs_edges``
+    # passes ``edges=[m, 2]`` to fit and decision_function.
+    _groups_param = None
+    _groups_required = False
+    _groups_at_predict = False
+    _needs_edges = False
     _learns_intercept = False
     _persist = ()  # extra fitted attributes (arrays) written by jaxrank.save
 

@@ -53,7 +53,10 @@ from jax import lax
 from jax.experimental import sparse as jsparse
 from jax.scipy.special import ndtr
 from sklearn.base import BaseEstimator, ClassifierMixin
+from numbers import Integral, Real
+
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from jaxrank._src import validation
@@ -733,6 +736,21 @@ class KernelRank(ClassifierMixin, BaseEstimator):
     References:
         Gao & Sun, IEEE Trans. Multimedia 2007, eqs. (11), (15)-(21), §V.
     """
+
+    _parameter_constraints = {
+        "scorer": [StrOptions({"linear", "gmm"})],
+        "kernel": [StrOptions(set(KERNELS))],
+        "bandwidth": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "bandwidth_grid": [None, "array-like"],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "init_ridge": [Interval(Real, 0, None, closed="left")],
+        "block_size": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["boolean"],
+    }
+    _persist = ("bandwidth_", "objective_", "n_iter_")
 
     def __init__(
         self,

@@ -47,12 +47,16 @@ class Model:
         inner_steps: static cached-plane steps per oracle call (``>= 0``).
         hinge_epochs: static dual coordinate ascent epochs over the hinge
             terms per solver iteration (``>= 1``; unused without hinge terms).
+        nonpositive: static ``(start, stop)`` or ``None``: the solver keeps
+            ``w[start:stop] <= 0`` (sign constraints, e.g. HOB-SVM's pairwise
+            weights).
     """
 
     features: Any = LinearFeatures()
     cache: int = 32
     inner_steps: int = 32
     hinge_epochs: int = 1
+    nonpositive: Any = None
 
     oracle = None  # (S, problem) -> Violation; None: no 1-slack structured term
 

@@ -34,6 +34,14 @@ solver) in a randomised order; every step is an exact maximisation of ``D``
 along one coordinate, so ``D`` never decreases. A model with hinge terms and
 no oracle (the binary SVM) is liblinear's problem.
 
+**Sign constraints.** A model may constrain a slice of the weights to be
+non-positive (``model.nonpositive = (start, stop)``: ``w[start:stop] <= 0``,
+e.g. the pairwise weights of HOB-SVM, which keep its score supermodular).
+Their multipliers ``nu >= 0`` enter the dual as ``w = sum_y beta_y C a_y +
+sum_i alpha_i y_i z_i - nu``; after every iteration ``nu`` is set to its
+exact maximiser (``w[J] = min(0, .)``), so every iterate is feasible and ``D``
+stays a lower bound (block coordinate ascent on the dual).
+
 **Certificate.** ``F(w_best) - D >= F(w_best) - min F``: the fit stops when
 ``F(w_best) - D <= tol * F(w_best)`` (relative duality gap) or after
 ``max_iter`` iterations, and ``converged`` says which.
@@ -93,7 +101,10 @@ class SolverState(NamedTuple):
         it: ``[]`` int32 iterations so far.
         done: ``[]`` bool, the fit has stopped (converged or ``max_iter``).
         alpha: ``[m]`` dual variables of the hinge block (``[0]`` without).
-        w_hinge: ``[dim]`` ``sum_i alpha_i y_i z_i`` (part of ``w``).
+        w_other: ``[dim]`` the part of ``w`` that is not the plane
+            combination: ``sum_i alpha_i y_i z_i - nu``.
+        nu: ``[dim]`` multipliers ``>= 0`` of the sign constraints
+            ``w[start:stop] <= 0`` of ``model.nonpositive`` (zeros without).
     """
 
     w: jax.Array
@@ -108,7 +119,8 @@ class SolverState(NamedTuple):
     it: jax.Array
     done: jax.Array
     alpha: jax.Array
-    w_hinge: jax.Array
+    w_other: jax.Array
+    nu: jax.Array
 
 
 def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverState:
@@ -137,7 +149,8 @@ def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverStat
         it=jnp.asarray(0, jnp.int32),
         done=jnp.asarray(False),
         alpha=jnp.zeros((n_hinge,), dtype),
-        w_hinge=zeros,
+        w_other=zeros,
+        nu=zeros,
     )
 
 
@@ -286,7 +299,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     has_oracle = model.oracle is not None
     obj = 0.5 * jnp.dot(s.w, s.w)
     w, ell, beta, corners, levels, gram = s.w, s.ell, s.beta, s.corners, s.levels, s.gram
-    alpha, w_hinge = s.alpha, s.w_hinge
+    alpha, w_other, nu = s.alpha, s.w_other, s.nu
     if has_oracle:
         S, transpose = jax.vjp(lambda v: model.scores(v, data), s.w)
         r = model.oracle(S, problem)
@@ -318,8 +331,8 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         corners = corners.at[slot].set(ws)
         levels = levels.at[slot].set(ls)
         # Pegasos / Frank-Wolfe step towards the new plane (line search); only
-        # the plane part w - w_hinge moves.
-        d = (w - w_hinge) - ws
+        # the plane part w - w_other moves.
+        d = (w - w_other) - ws
         gap = jnp.dot(w, d) - ell + ls
         denom = jnp.dot(d, d)
         gamma = jnp.clip(gap / jnp.where(denom > 0, denom, 1), 0, 1)
@@ -336,9 +349,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         if model.inner_steps > 0:
             beta, ell, _ = lax.fori_loop(
                 0, model.inner_steps, lambda _, c: _pairwise_step(*c, gram, levels),
-                (beta, ell, gram @ beta + (corners @ w_hinge if hinge is not None else 0)),
+                (beta, ell, gram @ beta + corners @ w_other),
             )
-            w = beta @ corners + w_hinge
+            w = beta @ corners + w_other
     if hinge is not None:
         if sq_norms is None:
             sq_norms = _hinge_sq_norms(hinge)
@@ -346,13 +359,24 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
             perm0 = jnp.arange(hinge.labels.shape[0], dtype=jnp.int32)
         if key is None:
             key = jax.random.key(0)
-        w_plane = w - w_hinge
+        w_plane = w - w_other
         w, alpha = _dcd_epochs(hinge, w, alpha, _order(key, s.it, perm0), sq_norms,
                                model.hinge_epochs)
-        w_hinge = w - w_plane
+        w_other = w - w_plane
+    bounds = getattr(model, "nonpositive", None)
+    if bounds is not None:
+        # Exact maximisation of the dual over the multipliers of w[J] <= 0:
+        # nu = max(0, w + nu_old) on J, so w = min(0, .) there (feasible).
+        start, stop = bounds
+        on = (jnp.arange(w.shape[0]) >= start) & (jnp.arange(w.shape[0]) < stop)
+        free = w + nu
+        nu_new = jnp.where(on, jnp.maximum(free, 0), 0)
+        w = free - nu_new
+        w_other = w_other + nu - nu_new
+        nu = nu_new
     dual = jnp.maximum(s.best_dual, ell + jnp.sum(alpha) - 0.5 * jnp.dot(w, w))
     return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done,
-                       alpha, w_hinge)
+                       alpha, w_other, nu)
 
 
 def state_result(state: SolverState, tol) -> FitResult:

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import clone
 
-from jaxrank._src.base import StructuredSVM, check_positive_float32, progress_hook
+from jaxrank._src.base import StructuredSVM, check_positive_float32, map_score, progress_hook
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.model_selection import group_fold_masks, stratified_fold_masks
 from jaxrank._src.registry import get_estimator, name_of
@@ -215,13 +215,11 @@ def _val_ap(S, positive, val, groups):
             jnp.asarray(S.T), jnp.asarray(positive), jnp.asarray(val)))
     out = np.empty(S.shape[1])
     for m in range(S.shape[1]):
-        aps = []
-        for q in np.unique(groups[val[m]]):
-            sel = val[m] & (groups == q)
-            p = positive[m][sel]
-            if p.any() and (~p).any():
-                aps.append(float(average_precision(S[sel, m], p)))
-        out[m] = np.mean(aps) if aps else np.nan
+        v = val[m]
+        try:
+            out[m] = map_score(S[v, m], positive[m][v], groups[v])
+        except ValueError:
+            out[m] = np.nan
     return out
 
 
