@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -34,7 +35,10 @@ def page_blocks():
 
 
 def shared_data(*parts):
+    """Path of a dataset in ../shared/data: skipped when absent, a failure with CI=true."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"shared dataset {path} is missing (CI=true: datasets are required)")
         pytest.skip(f"shared dataset {path} not available")
     return path

@@ -13,6 +13,7 @@ import pytest
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 import jaxrank
+from conftest import shared_data
 from jaxrank import model_selection as ms
 from jaxrank.models import APModel, ItemProblem, design
 from jaxrank.solvers import fit
@@ -24,9 +25,7 @@ TOL = 1e-4
 
 
 def _load_scene():
-    path = DATA / "scene" / "scene-train.arff"
-    if not path.exists():
-        pytest.skip(f"shared dataset {path} not available")
+    path = shared_data("scene", "scene-train.arff")
     a = np.loadtxt(path, delimiter=",", comments=["@", "%"])
     X, Y = a[:, :294].astype(np.float32), a[:, 294:].astype(np.int64)
     rng = np.random.RandomState(0)
