@@ -219,3 +219,15 @@ def test_progress_reports_every_fit_and_devices_do_not_change_the_fits(scene, sw
     np.testing.assert_allclose(one.objective, swept.objective, rtol=1e-3)
     assert np.all(one.objective >= swept.dual * (1 - 1e-5))
     assert np.all(swept.objective >= one.dual * (1 - 1e-5))
+
+
+def test_joint_refit_equals_the_separate_refit(scene, swept):
+    X, Y = scene
+    joint = jaxrank.model_selection.sweep(X, Y, Cs=CS, cv=CV, tol=TOL, random_state=0,
+                                          batch_size=4, refit="joint")
+    np.testing.assert_array_equal(joint.best_C, swept.best_C)
+    np.testing.assert_allclose(joint.val_ap, swept.val_ap, atol=1e-3)
+    for a, b in zip(joint.best_estimators, swept.best_estimators):
+        assert a.C == b.C and a.converged_ and b.converged_
+        assert a.objective_ >= b.dual_objective_ * (1 - 1e-5)
+        assert b.objective_ >= a.dual_objective_ * (1 - 1e-5)
