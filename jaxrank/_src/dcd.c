@@ -31,7 +31,8 @@
  * Entry points:
  *   - XLA FFI handlers (typed FFI, C API of xla/ffi/api/c_api.h, vendored
  *     in xla_ffi/): jaxrank_dcd_epoch_dense, jaxrank_dcd_epoch_csr,
- *     jaxrank_row_dots_dense, jaxrank_row_dots_csr, jaxrank_random_order.
+ *     jaxrank_row_dots_dense, jaxrank_row_dots_csr, jaxrank_sq_norms_dense,
+ *     jaxrank_sq_norms_csr, jaxrank_random_order.
  *     Buffers arrive as XLA's own device buffers (no copy).  Leading batch
  *     axes (vmap with vmap_method="expand_dims") broadcast: an axis of
  *     size 1 in an operand is shared by every problem of the batch.
@@ -75,13 +76,18 @@ typedef struct {
     const float *sqn; /* [m] Q_ii = ||z_i||^2 (incl. bias^2) */
     const float *y;   /* [m] labels +-1 */
     const float *u;   /* [m] upper bounds; <= 0: term absent */
-    const int32_t *order; /* [m] visiting order */
+    const int32_t *order; /* [m] visiting order of the first pass */
     float *w;         /* [dim] in/out */
     float *alpha;     /* [m] in/out */
+    int32_t *list;    /* [m] workspace */
     uint8_t *active;  /* [m] in/out shrinking mask, or NULL (no shrinking) */
     float *pg_old;    /* [2] in/out (PGmax_old, PGmin_old), with active */
-    float *pg_stats;  /* [2] out: (PGmax, PGmin) of the last epoch, or NULL */
-    int32_t *n_visited; /* [] out: coordinates visited in the last epoch, or NULL */
+    float pg_tol;     /* with active: reactivate / stop when PGmax - PGmin <= pg_tol */
+    int64_t max_visits; /* with active: stop after the pass that reaches it (<= 0: none) */
+    float *pg_stats;  /* [2] out: (PGmax, PGmin) of the last pass, or NULL */
+    int32_t *n_passes; /* [] out: passes done, or NULL */
+    int32_t *n_visits; /* [] out: coordinate visits in the call (saturating), or NULL */
+    uint8_t *converged; /* [] out: stopped on PGmax - PGmin <= pg_tol over all terms */
 } dcd_problem;
 
 static inline double dot_dense(const float *restrict x, const float *restrict w,
@@ -107,97 +113,171 @@ static void set_err(char *err, size_t len, const char *msg, long long a, long lo
     if (err && len) snprintf(err, len, msg, a, b);
 }
 
-/* Runs n_epochs epochs over p->order; returns 0, or 1 with a message in err.
- * `sparse` is a compile-time constant at both call sites (specialised). */
+/* Counter-based PRNG for the reshuffles (reproduced bit for bit by the XLA
+ * path with uint32 arithmetic): lowbias32 hash of seed + c * golden. */
+static inline uint32_t hash32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+
+static inline uint32_t order_seed(const int32_t *order, int64_t m) {
+    return hash32(hash32((uint32_t)order[0]) ^ hash32((uint32_t)order[m - 1] ^ (uint32_t)m));
+}
+
+/* uniform in [0, n): high 32 bits of r * n (Lemire) */
+static inline uint32_t below(uint32_t r, uint32_t n) {
+    return (uint32_t)(((uint64_t)r * (uint64_t)n) >> 32);
+}
+
+/* z_i^T w accumulated in double; sets *lo, *hi for CSR. 0 = ok. */
 static inline __attribute__((always_inline)) int
-run_epochs(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
-           size_t errlen) {
-    const int64_t m = p->m, d = p->d;
-    const float bias = p->bias;
-    float *restrict w = p->w;
-    float *restrict alpha = p->alpha;
-    uint8_t *active = p->active;
-    if (p->dim != d && p->dim != d + 1) {
-        set_err(err, errlen, "w has %lld entries; expected d = %lld or d + 1", p->dim, d);
-        return 1;
-    }
-    if (bias != 0.0f && p->dim != d + 1) {
-        set_err(err, errlen,
-                "bias != 0 needs w with d + 1 = %lld entries; got %lld", d + 1, p->dim);
-        return 1;
-    }
-    double pgmax_old = active ? (double)p->pg_old[0] : INFINITY;
-    double pgmin_old = active ? (double)p->pg_old[1] : -INFINITY;
-    double pgmax_new = -INFINITY, pgmin_new = INFINITY;
-    int64_t visited = 0;
-    for (int64_t ep = 0; ep < n_epochs; ep++) {
-        pgmax_new = -INFINITY;
-        pgmin_new = INFINITY;
-        visited = 0;
-        for (int64_t k = 0; k < m; k++) {
-            const int64_t i = p->order[k];
-            if ((uint64_t)i >= (uint64_t)m) {
-                set_err(err, errlen, "order[%lld] = %lld is not a row index", k, i);
+row_dot(const dcd_problem *p, const int sparse, int64_t i, const float *restrict w,
+        double *out, int64_t *lo_out, int64_t *hi_out, char *err, size_t errlen) {
+    const int64_t d = p->d;
+    double dot;
+    if (sparse) {
+        const int64_t lo = p->indptr[i], hi = p->indptr[i + 1];
+        if (lo < 0 || hi < lo || hi > p->nnz) {
+            set_err(err, errlen, "indptr is not monotone in [0, nnz] at row %lld (nnz %lld)", i, p->nnz);
+            return 1;
+        }
+        double s0 = 0.0, s1 = 0.0;
+        int64_t k = lo;
+        for (; k + 2 <= hi; k += 2) {
+            const uint32_t j0 = (uint32_t)p->indices[k];
+            const uint32_t j1 = (uint32_t)p->indices[k + 1];
+            if (j0 >= (uint64_t)d || j1 >= (uint64_t)d) {
+                set_err(err, errlen, "indices in row %lld out of range [0, %lld)", i, d);
                 return 1;
             }
+            s0 += (double)p->values[k] * (double)w[j0];
+            s1 += (double)p->values[k + 1] * (double)w[j1];
+        }
+        if (k < hi) {
+            const uint32_t j0 = (uint32_t)p->indices[k];
+            if (j0 >= (uint64_t)d) {
+                set_err(err, errlen, "indices in row %lld out of range [0, %lld)", i, d);
+                return 1;
+            }
+            s0 += (double)p->values[k] * (double)w[j0];
+        }
+        dot = s0 + s1;
+        *lo_out = lo;
+        *hi_out = hi;
+    } else {
+        dot = dot_dense(p->X + i * d, w, d);
+    }
+    if (p->bias != 0.0f) dot += (double)p->bias * (double)w[d];
+    *out = dot;
+    return 0;
+}
+
+static int check_dims(const dcd_problem *p, char *err, size_t errlen) {
+    if (p->dim != p->d && p->dim != p->d + 1) {
+        set_err(err, errlen, "w has %lld entries; expected d = %lld or d + 1", p->dim, p->d);
+        return 1;
+    }
+    if (p->bias != 0.0f && p->dim != p->d + 1) {
+        set_err(err, errlen, "bias != 0 needs w with d + 1 = %lld entries; got %lld",
+                p->d + 1, p->dim);
+        return 1;
+    }
+    return 0;
+}
+
+/* Up to n_epochs passes (liblinear's solve_l2r_l1l2_svc outer loop).
+ *
+ * The visited samples (u_i > 0) are kept in p->list, active ones first (the
+ * first `act`).  Pass 1 visits them in the order of p->order; every later
+ * pass first reshuffles list[0:act] (Fisher-Yates; liblinear reshuffles every
+ * pass).  With shrinking (p->active != NULL) a sample leaves the active part
+ * when liblinear's test says so (at the end of the pass: unlike liblinear's
+ * swap with the last active sample, this keeps the visiting order); after a
+ * pass with
+ * PGmax - PGmin <= pg_tol the shrunk samples are reactivated, or, if none
+ * was shrunk, the call stops (converged).  Returns 0, or 1 with a message.
+ * `sparse` is a compile-time constant at both call sites (specialised). */
+static inline __attribute__((always_inline)) int
+run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
+           size_t errlen) {
+    const int64_t m = p->m;
+    const float bias = p->bias;
+    const int64_t d = p->d;
+    float *restrict w = p->w;
+    float *restrict alpha = p->alpha;
+    int32_t *restrict list = p->list;
+    uint8_t *active = p->active;
+    const int shrink = active != NULL;
+    if (check_dims(p, err, errlen)) return 1;
+    /* list: active samples in `order`, then the shrunk ones */
+    int64_t nf = 0, nb = 0;
+    for (int64_t k = 0; k < m; k++) {
+        const int64_t i = p->order[k];
+        if ((uint64_t)i >= (uint64_t)m) {
+            set_err(err, errlen, "order[%lld] = %lld is not a row index", k, i);
+            return 1;
+        }
+        if (!(p->u[i] > 0.0f)) continue; /* term absent (also NaN) */
+        if (shrink && !active[i])
+            list[m - 1 - nb++] = (int32_t)i;
+        else
+            list[nf++] = (int32_t)i;
+    }
+    for (int64_t k = 0; k < nb / 2; k++) { /* back part: reverse, then move after the front */
+        const int32_t t = list[m - 1 - k];
+        list[m - 1 - k] = list[m - nb + k];
+        list[m - nb + k] = t;
+    }
+    memmove(list + nf, list + m - nb, (size_t)nb * sizeof(int32_t));
+    const int64_t n = nf + nb;
+    int64_t act = nf;
+    uint32_t seed = m > 0 ? order_seed(p->order, m) : 0, ctr = 0;
+    double pgmax_old = shrink ? (double)p->pg_old[0] : INFINITY;
+    double pgmin_old = shrink ? (double)p->pg_old[1] : -INFINITY;
+    double pgmax_new = -INFINITY, pgmin_new = INFINITY;
+    int64_t passes = 0, visits = 0;
+    int converged = 0;
+    for (int64_t ep = 0; ep < n_epochs; ep++) {
+        if (ep > 0) {
+            for (int64_t k = 0; k + 1 < act; k++) {
+                const int64_t j = k + (int64_t)below(hash32(seed + ctr++ * 0x9E3779B9U),
+                                                     (uint32_t)(act - k));
+                const int32_t t = list[k];
+                list[k] = list[j];
+                list[j] = t;
+            }
+        }
+        pgmax_new = -INFINITY;
+        pgmin_new = INFINITY;
+        /* kept samples move to list[0:kept] in visiting order; the shrunk
+         * ones end up in list[kept:act] */
+        int64_t kept = 0;
+        for (int64_t s = 0; s < act; s++) {
+            const int64_t i = list[s];
             const float ui = p->u[i];
-            if (!(ui > 0.0f)) continue; /* term absent (also NaN) */
-            if (active && !active[i]) continue;
-            /* z_i^T w */
             double dot;
             int64_t lo = 0, hi = 0;
-            if (sparse) {
-                lo = p->indptr[i];
-                hi = p->indptr[i + 1];
-                if (lo < 0 || hi < lo || hi > p->nnz) {
-                    set_err(err, errlen, "indptr is not monotone in [0, nnz] at row %lld (nnz %lld)", i, p->nnz);
-                    return 1;
-                }
-                double s0 = 0.0, s1 = 0.0;
-                int64_t k2 = lo;
-                for (; k2 + 2 <= hi; k2 += 2) {
-                    const uint32_t j0 = (uint32_t)p->indices[k2];
-                    const uint32_t j1 = (uint32_t)p->indices[k2 + 1];
-                    if (j0 >= (uint64_t)d || j1 >= (uint64_t)d) {
-                        set_err(err, errlen, "indices in row %lld out of range [0, %lld)", i, d);
-                        return 1;
-                    }
-                    s0 += (double)p->values[k2] * (double)w[j0];
-                    s1 += (double)p->values[k2 + 1] * (double)w[j1];
-                }
-                if (k2 < hi) {
-                    const uint32_t j0 = (uint32_t)p->indices[k2];
-                    if (j0 >= (uint64_t)d) {
-                        set_err(err, errlen, "indices in row %lld out of range [0, %lld)", i, d);
-                        return 1;
-                    }
-                    s0 += (double)p->values[k2] * (double)w[j0];
-                }
-                dot = s0 + s1;
-            } else {
-                dot = dot_dense(p->X + i * d, w, d);
-            }
-            if (bias != 0.0f) dot += (double)bias * (double)w[d];
+            if (row_dot(p, sparse, i, w, &dot, &lo, &hi, err, errlen)) return 1;
+            visits++;
             const float yi = p->y[i];
             const double G = (double)yi * dot - 1.0;
             const float a = alpha[i];
             double PG = 0.0;
             if (a <= 0.0f) {
-                if (G > pgmax_old) { /* shrink (never without a mask: +inf) */
-                    active[i] = 0;
-                    continue;
-                }
+                if (G > pgmax_old) continue; /* shrink (never without a mask: +inf) */
                 if (G < 0.0) PG = G;
             } else if (a >= ui) {
-                if (G < pgmin_old) {
-                    active[i] = 0;
-                    continue;
-                }
+                if (G < pgmin_old) continue; /* shrink */
                 if (G > 0.0) PG = G;
             } else {
                 PG = G;
             }
-            visited++;
+            list[s] = list[kept];
+            list[kept++] = (int32_t)i;
             if (PG > pgmax_new) pgmax_new = PG;
             if (PG < pgmin_new) pgmin_new = PG;
             if (fabs(PG) > DCD_PG_ZERO) {
@@ -208,15 +288,14 @@ run_epochs(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
                     t = t < 0.0 ? 0.0 : t;
                     t = t > (double)ui ? (double)ui : t;
                     anew = (float)t;
-                } else { /* z_i = 0: G = -1, the dual term alpha_i is unbounded */
+                } else { /* z_i = 0: G = -1, the step is unbounded */
                     anew = G < 0.0 ? ui : 0.0f;
                 }
                 const float delta = (anew - a) * yi;
                 alpha[i] = anew;
                 if (delta != 0.0f) {
                     if (sparse) {
-                        for (int64_t k2 = lo; k2 < hi; k2++)
-                            w[p->indices[k2]] += delta * p->values[k2];
+                        for (int64_t k = lo; k < hi; k++) w[p->indices[k]] += delta * p->values[k];
                     } else {
                         axpy_dense(delta, p->X + i * d, w, d);
                     }
@@ -224,13 +303,27 @@ run_epochs(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
                 }
             }
         }
-        if (active) {
-            /* liblinear: bounds for the next epoch's shrinking test. */
+        act = kept;
+        passes++;
+        if (shrink) {
+            if (pgmax_new - pgmin_new <= (double)p->pg_tol) {
+                if (act == n) {
+                    converged = 1;
+                    break;
+                }
+                act = n; /* reactivate (liblinear) */
+                pgmax_old = INFINITY;
+                pgmin_old = -INFINITY;
+                if (p->max_visits > 0 && visits >= p->max_visits) break;
+                continue;
+            }
             pgmax_old = pgmax_new <= 0.0 ? INFINITY : pgmax_new;
             pgmin_old = pgmin_new >= 0.0 ? -INFINITY : pgmin_new;
+            if (p->max_visits > 0 && visits >= p->max_visits) break;
         }
     }
-    if (active) {
+    if (shrink) {
+        for (int64_t s = 0; s < n; s++) active[list[s]] = s < act;
         p->pg_old[0] = (float)pgmax_old;
         p->pg_old[1] = (float)pgmin_old;
     }
@@ -238,19 +331,21 @@ run_epochs(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
         p->pg_stats[0] = (float)pgmax_new;
         p->pg_stats[1] = (float)pgmin_new;
     }
-    if (p->n_visited) *p->n_visited = (int32_t)visited;
+    if (p->n_passes) *p->n_passes = (int32_t)passes;
+    if (p->n_visits) *p->n_visits = visits > INT32_MAX ? INT32_MAX : (int32_t)visits;
+    if (p->converged) *p->converged = (uint8_t)converged;
     return 0;
 }
 
 static int run_dense(const dcd_problem *p, int64_t n_epochs, char *err, size_t len) {
-    return run_epochs(p, n_epochs, 0, err, len);
+    return run_passes(p, n_epochs, 0, err, len);
 }
 
 static int run_csr(const dcd_problem *p, int64_t n_epochs, char *err, size_t len) {
-    return run_epochs(p, n_epochs, 1, err, len);
+    return run_passes(p, n_epochs, 1, err, len);
 }
 
-/* Plain C entry (ctypes): n_epochs epochs of one problem in place. */
+/* Plain C entry (ctypes): up to n_epochs passes of one problem in place. */
 DCD_EXPORT int jaxrank_dcd_run(const dcd_problem *p, int64_t n_epochs, char *err,
                                int64_t errlen) {
     if (p->X) return run_dense(p, n_epochs, err, (size_t)errlen);
@@ -268,38 +363,16 @@ DCD_EXPORT const void *jaxrank_dcd_last_rows_ptr(void) { return last_rows_ptr; }
 
 /* s_i = z_i^T w for all rows (double accumulation, float32 result). */
 static int row_dots(const dcd_problem *p, float *out, char *err, size_t errlen) {
-    const int64_t m = p->m, d = p->d;
-    if (p->dim != d && p->dim != d + 1) {
-        set_err(err, errlen, "w has %lld entries; expected d = %lld or d + 1", p->dim, d);
-        return 1;
-    }
-    if (p->bias != 0.0f && p->dim != d + 1) {
-        set_err(err, errlen,
-                "bias != 0 needs w with d + 1 = %lld entries; got %lld", d + 1, p->dim);
-        return 1;
-    }
-    const double bw = p->bias != 0.0f ? (double)p->bias * (double)p->w[d] : 0.0;
-    for (int64_t i = 0; i < m; i++) {
+    if (check_dims(p, err, errlen)) return 1;
+    int64_t lo, hi;
+    for (int64_t i = 0; i < p->m; i++) {
         double s;
         if (p->X) {
-            s = dot_dense(p->X + i * d, p->w, d);
+            if (row_dot(p, 0, i, p->w, &s, &lo, &hi, err, errlen)) return 1;
         } else {
-            const int64_t lo = p->indptr[i], hi = p->indptr[i + 1];
-            if (lo < 0 || hi < lo || hi > p->nnz) {
-                set_err(err, errlen, "indptr is not monotone in [0, nnz] at row %lld (nnz %lld)", i, p->nnz);
-                return 1;
-            }
-            s = 0.0;
-            for (int64_t k = lo; k < hi; k++) {
-                const uint32_t j = (uint32_t)p->indices[k];
-                if (j >= (uint64_t)d) {
-                    set_err(err, errlen, "indices in row %lld out of range [0, %lld)", i, d);
-                    return 1;
-                }
-                s += (double)p->values[k] * (double)p->w[j];
-            }
+            if (row_dot(p, 1, i, p->w, &s, &lo, &hi, err, errlen)) return 1;
         }
-        out[i] = (float)(s + bw);
+        out[i] = (float)s;
     }
     return 0;
 }
@@ -519,8 +592,10 @@ static int rows_at(bctx *c, const rows_view *r, int64_t b, dcd_problem *p) {
     return 0;
 }
 
-/* args: w, alpha, <rows>, bias, sqn, y, u, order[, active, pg_old]
- * rets: w, alpha[, active, pg_old, pg_stats, n_visited]
+/* args: w, alpha, <rows>, bias, sqn, y, u, order[, active, pg_old, pg_tol, max_visits]
+ * rets: w, alpha, workspace[, active, pg_old, pg_stats, counts, converged]
+ *   pg_old, pg_stats: float32 [2]; counts: int32 [2] (passes, visits);
+ *   converged: pred []; workspace: int32 [m] (scratch, discarded)
  * attrs: n_epochs (int) */
 static XLA_FFI_Error *epoch_handler(XLA_FFI_CallFrame *cf, int sparse) {
     if (metadata_query(cf)) return NULL;
@@ -528,19 +603,19 @@ static XLA_FFI_Error *epoch_handler(XLA_FFI_CallFrame *cf, int sparse) {
     bctx c;
     const int64_t nrows_args = sparse ? 4 : 1;
     const int64_t nbase = 2 + nrows_args + 5;
-    const int shrink = cf->args.size == nbase + 2;
+    const int shrink = cf->args.size == nbase + 4;
     if (cf->args.size != nbase && !shrink) {
         return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                          "jaxrank dcd epoch: wrong number of operands");
     }
-    if (cf->rets.size != (shrink ? 6 : 2)) {
+    if (cf->rets.size != (shrink ? 8 : 3)) {
         return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                          "jaxrank dcd epoch: wrong number of results");
     }
     CHECK(init_ctx(&c, cf, 0, 1));
     const int64_t n_epochs = attr_int(cf, "n_epochs", 1);
-    bview w, alpha, bias, sqn, y, u, order, active, pg;
-    bview w_o, alpha_o, active_o, pg_o, stats_o, count_o;
+    bview w, alpha, bias, sqn, y, u, order, active, pg, tol, budget;
+    bview w_o, alpha_o, work_o, active_o, pg_o, stats_o, counts_o, conv_o;
     rows_view rows;
     CHECK(view(&c, ARG(0), "w", 1, XLA_FFI_DataType_F32, &w));
     CHECK(view(&c, ARG(1), "alpha", 1, XLA_FFI_DataType_F32, &alpha));
@@ -553,13 +628,17 @@ static XLA_FFI_Error *epoch_handler(XLA_FFI_CallFrame *cf, int sparse) {
     CHECK(view(&c, ARG(a + 4), "order", 1, XLA_FFI_DataType_S32, &order));
     CHECK(view(&c, RET(0), "w out", 1, XLA_FFI_DataType_F32, &w_o));
     CHECK(view(&c, RET(1), "alpha out", 1, XLA_FFI_DataType_F32, &alpha_o));
+    CHECK(view(&c, RET(2), "workspace", 1, XLA_FFI_DataType_S32, &work_o));
     if (shrink) {
         CHECK(view(&c, ARG(a + 5), "active", 1, XLA_FFI_DataType_PRED, &active));
         CHECK(view(&c, ARG(a + 6), "pg bounds", 1, XLA_FFI_DataType_F32, &pg));
-        CHECK(view(&c, RET(2), "active out", 1, XLA_FFI_DataType_PRED, &active_o));
-        CHECK(view(&c, RET(3), "pg bounds out", 1, XLA_FFI_DataType_F32, &pg_o));
-        CHECK(view(&c, RET(4), "pg stats out", 1, XLA_FFI_DataType_F32, &stats_o));
-        CHECK(view(&c, RET(5), "count out", 0, XLA_FFI_DataType_S32, &count_o));
+        CHECK(view(&c, ARG(a + 7), "pg_tol", 0, XLA_FFI_DataType_F32, &tol));
+        CHECK(view(&c, ARG(a + 8), "max_visits", 0, XLA_FFI_DataType_S32, &budget));
+        CHECK(view(&c, RET(3), "active out", 1, XLA_FFI_DataType_PRED, &active_o));
+        CHECK(view(&c, RET(4), "pg bounds out", 1, XLA_FFI_DataType_F32, &pg_o));
+        CHECK(view(&c, RET(5), "pg stats out", 1, XLA_FFI_DataType_F32, &stats_o));
+        CHECK(view(&c, RET(6), "counts out", 1, XLA_FFI_DataType_S32, &counts_o));
+        CHECK(view(&c, RET(7), "converged out", 0, XLA_FFI_DataType_PRED, &conv_o));
     }
     const int64_t dim = w.core_dims[0];
     for (int64_t b = 0; b < c.nbatch; b++) {
@@ -568,7 +647,7 @@ static XLA_FFI_Error *epoch_handler(XLA_FFI_CallFrame *cf, int sparse) {
         CHECK(rows_at(&c, &rows, b, &p));
         const int64_t m = p.m;
         if (alpha.core_dims[0] != m || sqn.core_dims[0] != m || y.core_dims[0] != m ||
-            u.core_dims[0] != m || order.core_dims[0] != m) {
+            u.core_dims[0] != m || order.core_dims[0] != m || work_o.core_dims[0] != m) {
             snprintf(c.msg, sizeof c.msg, "alpha, sq_norms, labels, upper and order need %lld entries",
                      (long long)m);
             FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
@@ -579,6 +658,7 @@ static XLA_FFI_Error *epoch_handler(XLA_FFI_CallFrame *cf, int sparse) {
         p.y = (const float *)at(&c, &y, b);
         p.u = (const float *)at(&c, &u, b);
         p.order = (const int32_t *)at(&c, &order, b);
+        p.list = (int32_t *)at(&c, &work_o, b);
         p.w = (float *)at(&c, &w_o, b);
         p.alpha = (float *)at(&c, &alpha_o, b);
         if (p.w != at(&c, &w, b)) memcpy(p.w, at(&c, &w, b), (size_t)dim * sizeof(float));
@@ -593,8 +673,13 @@ static XLA_FFI_Error *epoch_handler(XLA_FFI_CallFrame *cf, int sparse) {
             if (p.active != at(&c, &active, b)) memcpy(p.active, at(&c, &active, b), (size_t)m);
             p.pg_old = (float *)at(&c, &pg_o, b);
             memcpy(p.pg_old, at(&c, &pg, b), 2 * sizeof(float));
+            p.pg_tol = *(const float *)at(&c, &tol, b);
+            p.max_visits = *(const int32_t *)at(&c, &budget, b);
             p.pg_stats = (float *)at(&c, &stats_o, b);
-            p.n_visited = (int32_t *)at(&c, &count_o, b);
+            int32_t *counts = (int32_t *)at(&c, &counts_o, b);
+            p.n_passes = counts;
+            p.n_visits = counts + 1;
+            p.converged = (uint8_t *)at(&c, &conv_o, b);
         }
         int rc = sparse ? run_csr(&p, n_epochs, c.msg, sizeof c.msg)
                         : run_dense(&p, n_epochs, c.msg, sizeof c.msg);
@@ -651,6 +736,66 @@ DCD_EXPORT XLA_FFI_Error *jaxrank_row_dots_dense(XLA_FFI_CallFrame *cf) {
 
 DCD_EXPORT XLA_FFI_Error *jaxrank_row_dots_csr(XLA_FFI_CallFrame *cf) {
     return dots_handler(cf, 1);
+}
+
+/* ||z_i||^2 for all rows (double accumulation, float32 result). */
+static int row_sq_norms(const dcd_problem *p, float *out, char *err, size_t errlen) {
+    const int64_t d = p->d;
+    const double b2 = (double)p->bias * (double)p->bias;
+    for (int64_t i = 0; i < p->m; i++) {
+        double s = 0.0;
+        if (p->X) {
+            s = dot_dense(p->X + i * d, p->X + i * d, d);
+        } else {
+            const int64_t lo = p->indptr[i], hi = p->indptr[i + 1];
+            if (lo < 0 || hi < lo || hi > p->nnz) {
+                set_err(err, errlen, "indptr is not monotone in [0, nnz] at row %lld (nnz %lld)", i, p->nnz);
+                return 1;
+            }
+            for (int64_t k = lo; k < hi; k++) s += (double)p->values[k] * (double)p->values[k];
+        }
+        out[i] = (float)(s + b2);
+    }
+    return 0;
+}
+
+/* args: <rows>, bias;  rets: sq_norms [m] */
+static XLA_FFI_Error *sq_norms_handler(XLA_FFI_CallFrame *cf, int sparse) {
+    if (metadata_query(cf)) return NULL;
+    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+    bctx c;
+    if (cf->args.size != (sparse ? 5 : 2) || cf->rets.size != 1) {
+        return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                         "jaxrank sq_norms: wrong number of operands");
+    }
+    CHECK(init_ctx(&c, cf, 0, 1));
+    bview bias, out;
+    rows_view rows;
+    int64_t a = view_rows(&c, cf, 0, sparse, &rows);
+    CHECK(a < 0);
+    CHECK(view(&c, ARG(a), "bias", 0, XLA_FFI_DataType_F32, &bias));
+    CHECK(view(&c, RET(0), "sq_norms", 1, XLA_FFI_DataType_F32, &out));
+    for (int64_t b = 0; b < c.nbatch; b++) {
+        dcd_problem p;
+        memset(&p, 0, sizeof p);
+        CHECK(rows_at(&c, &rows, b, &p));
+        if (out.core_dims[0] != p.m) {
+            snprintf(c.msg, sizeof c.msg, "sq_norms need %lld entries", (long long)p.m);
+            FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+        }
+        p.bias = *(const float *)at(&c, &bias, b);
+        if (row_sq_norms(&p, (float *)at(&c, &out, b), c.msg, sizeof c.msg))
+            FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+    }
+    return NULL;
+}
+
+DCD_EXPORT XLA_FFI_Error *jaxrank_sq_norms_dense(XLA_FFI_CallFrame *cf) {
+    return sq_norms_handler(cf, 0);
+}
+
+DCD_EXPORT XLA_FFI_Error *jaxrank_sq_norms_csr(XLA_FFI_CallFrame *cf) {
+    return sq_norms_handler(cf, 1);
 }
 
 /* args: seed uint32 [2];  rets: order int32 [m] */

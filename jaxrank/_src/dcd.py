@@ -37,7 +37,7 @@ Example (BinarySVM's objective ``1/2 ||[w, b]||^2 + C sum_i max(0, 1 - y_i
 (w^T x_i + b))``, the intercept as a constant feature)::
 
     >>> import numpy as np, jax, jax.numpy as jnp
-    >>> from jaxrank._src.dcd import hinge_rows, sq_norms, dcd_epoch, random_order
+    >>> from jaxrank._src.dcd import hinge_rows, sq_norms, dcd_epoch, random_order, row_dots
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((200, 5)).astype(np.float32)
     >>> y = np.where(X[:, 0] + 0.3 * rng.standard_normal(200) > 0, 1., -1.).astype(np.float32)
@@ -216,7 +216,8 @@ def _rows_from_bcoo(A, bias_arr) -> HingeRows:
 def _row_ids(rows: HingeRows):
     """``[nnz]`` row of each stored CSR entry (``m`` beyond ``indptr[m]``)."""
     nnz = rows.values.shape[-1]
-    return jnp.searchsorted(rows.indptr[1:], jnp.arange(nnz, dtype=_I32), side="right").astype(_I32)
+    starts = jnp.zeros((nnz,), _I32).at[rows.indptr[1:]].add(1, mode="drop")
+    return jnp.cumsum(starts, dtype=_I32)
 
 
 def sq_norms(rows: HingeRows) -> jax.Array:
@@ -226,18 +227,29 @@ def sq_norms(rows: HingeRows) -> jax.Array:
         rows: a :class:`HingeRows`.
 
     Returns:
-        ``[m]`` float32 (accumulated in float32 by XLA).
+        ``[m]`` float32 (native path: float64 accumulation; XLA: float32).
 
     Raises:
         TypeError: If ``rows`` is not a :class:`HingeRows`.
     """
     _check_rows(rows)
+    return _dispatch(_native_sq_norms, _xla_sq_norms, rows)
+
+
+def _xla_sq_norms(rows):
     b2 = rows.bias.astype(_F32) ** 2
     if not rows.is_sparse:
         return jnp.sum(rows.X * rows.X, axis=-1) + b2
     m = rows.n_rows
     q = jax.ops.segment_sum(rows.values * rows.values, _row_ids(rows), num_segments=m)
     return q + b2
+
+
+def _native_sq_norms(rows):
+    target = "jaxrank_sq_norms_csr" if rows.is_sparse else "jaxrank_sq_norms_dense"
+    out = jax.ShapeDtypeStruct((rows.n_rows,), _F32)
+    ops = (*_rows_operands(rows), rows.bias)
+    return _vary_results(jax.ffi.ffi_call(target, out, vmap_method="expand_dims")(*ops), ops)
 
 
 # --------------------------------------------------------------------------
@@ -249,6 +261,8 @@ _TARGETS = (
     "jaxrank_dcd_epoch_csr",
     "jaxrank_row_dots_dense",
     "jaxrank_row_dots_csr",
+    "jaxrank_sq_norms_dense",
+    "jaxrank_sq_norms_csr",
     "jaxrank_random_order",
 )
 _ABI_VERSION = 1
@@ -403,20 +417,24 @@ class ActiveSet(NamedTuple):
 
 
 class DCDStats(NamedTuple):
-    """Projected-gradient statistics of the last epoch of a :func:`dcd_epoch` call.
+    """What a :func:`dcd_epoch` call with ``active`` did.
 
     Attributes:
-        pg_max: ``[]`` float32 max of the projected gradients of the visited
-            coordinates (``-inf`` if none was visited).
-        pg_min: ``[]`` float32 min of them (``+inf`` if none). liblinear stops
-            when ``pg_max - pg_min <= eps`` over all coordinates.
-        n_visited: ``[]`` int32 coordinates visited (active, ``u_i > 0``, not
-            shrunk in this epoch).
+        pg_max: ``[]`` float32 max projected gradient over the coordinates
+            visited in the last pass (``-inf`` if none).
+        pg_min: ``[]`` float32 min of them (``+inf`` if none).
+        n_epochs: ``[]`` int32 passes done (``<= n_epochs``).
+        n_visits: ``[]`` int32 coordinates visited over all passes
+            (saturates at 2**31 - 1).
+        converged: ``[]`` bool: the call stopped after a pass over all terms
+            with ``pg_max - pg_min <= pg_tol`` (liblinear's stopping test).
     """
 
     pg_max: jax.Array
     pg_min: jax.Array
-    n_visited: jax.Array
+    n_epochs: jax.Array
+    n_visits: jax.Array
+    converged: jax.Array
 
 
 def all_active(m: int) -> ActiveSet:
@@ -427,6 +445,9 @@ def all_active(m: int) -> ActiveSet:
     """
     m = operator.index(m)
     return ActiveSet(jnp.ones((m,), bool), jnp.asarray(jnp.inf, _F32), jnp.asarray(-jnp.inf, _F32))
+
+
+_DEFAULT_PG_TOL = 0.1  # liblinear's default eps for -s 3
 
 
 def dcd_epoch(
@@ -440,22 +461,31 @@ def dcd_epoch(
     sq_norms,
     n_epochs: int = 1,
     active: ActiveSet | None = None,
+    pg_tol=None,
+    max_visits=None,
 ):
-    """``n_epochs`` dual coordinate descent epochs over ``order`` (Hsieh et al. 2008, Alg. 1).
+    """Dual coordinate descent passes (Hsieh et al. 2008, Alg. 1; liblinear ``-s 3``).
 
-    Visits ``i = order[0], ..., order[m-1]`` (``n_epochs`` times, same order)
-    and at each takes the exact coordinate step of the module docstring;
-    samples with ``upper[i] <= 0`` are skipped (the term is absent; their
-    ``alpha`` is returned unchanged, so pass 0). A step is taken only if the
-    projected gradient exceeds ``1e-12`` in magnitude (as liblinear).
+    Visits the samples with ``upper[i] > 0`` (others are absent terms: their
+    ``alpha`` is returned unchanged, so pass 0) and at each takes the exact
+    coordinate step of the module docstring, if its projected gradient
+    exceeds ``1e-12`` in magnitude (as liblinear). The first pass visits them
+    in the order of ``order``; each further pass of the same call (``n_epochs
+    > 1``) first reshuffles them (Fisher-Yates with a counter-based hash
+    seeded from ``order``, identical on both paths), as liblinear reshuffles
+    every pass.
 
-    With ``active``, liblinear's shrinking (``solve_l2r_l1l2_svc``): a sample
-    at ``alpha_i = 0`` with ``G > active.pg_max``, or at ``alpha_i = u_i``
-    with ``G < active.pg_min``, is dropped from ``mask``; after each epoch the
-    bounds become that epoch's max/min projected gradient (``+-inf`` if that
-    is ``<= 0`` / ``>= 0``). Reactivating (``all_active(m)``) is the caller's
-    decision, e.g. when ``stats.pg_max - stats.pg_min`` is small but the
-    duality gap is not.
+    Without ``active``: exactly ``n_epochs`` passes. With ``active``:
+    liblinear's outer loop (``solve_l2r_l1l2_svc``) for at most ``n_epochs``
+    passes: a sample at ``alpha_i = 0`` with ``G > active.pg_max``, or at
+    ``alpha_i = u_i`` with ``G < active.pg_min``, is shrunk (skipped); after
+    each pass the bounds become that pass's max/min projected gradient
+    (``+-inf`` if ``<= 0`` / ``>= 0``); after a pass with ``pg_max - pg_min
+    <= pg_tol`` the shrunk samples are reactivated, or, if none was shrunk,
+    the call stops early with ``stats.converged``; it also stops after the
+    pass in which the coordinate visits of the call reach ``max_visits``.
+    The duality gap is the caller's stopping test (e.g. check it after every
+    call, and lower ``pg_tol`` when a call converged but the gap is too big).
 
     Args:
         w: ``[dim]`` float32 current total weights, ``dim = d + 1`` if
@@ -469,26 +499,32 @@ def dcd_epoch(
             :func:`random_order`. Entries outside ``[0, m)`` raise at run time
             on the native path (undefined on the XLA path).
         sq_norms: ``[m]`` float32 ``||z_i||^2`` from :func:`sq_norms`.
-        n_epochs: epochs per call (static int >= 1).
+        n_epochs: passes per call (static int >= 1; a maximum with ``active``).
         active: optional :class:`ActiveSet` (enables shrinking).
+        pg_tol: with ``active`` only: float32 scalar (may be traced), default
+            0.1 (liblinear's ``eps``).
+        max_visits: with ``active`` only: int32 scalar (may be traced), work
+            budget of the call in coordinate visits; default none.
 
     Returns:
         ``(w, alpha)``, or ``(w, alpha, active, stats)`` when ``active`` is
-        given (:class:`ActiveSet`, :class:`DCDStats` of the last epoch).
+        given (:class:`ActiveSet`, :class:`DCDStats`).
         ``w_out - w_in = sum_i (alpha_out_i - alpha_in_i) y_i z_i``.
 
     Raises:
         TypeError: on wrong dtypes (float32 data, int32 indices, bool mask) or
             a ``rows`` that is not a :class:`HingeRows`.
-        ValueError: on wrong shapes, ``n_epochs < 1``, or ``bias != 0`` with
-            ``len(w) == d`` (checked when the values are concrete). On the
-            native path, out-of-range ``order``/CSR entries raise an
-            ``XlaRuntimeError`` when the computation runs.
+        ValueError: on wrong shapes, ``n_epochs < 1``, ``pg_tol`` or
+            ``max_visits`` without ``active``, or ``bias != 0`` with ``len(w) == d`` (checked when the
+            values are concrete). On the native path, out-of-range
+            ``order``/CSR entries raise an ``XlaRuntimeError`` when the
+            computation runs.
 
     References:
         Hsieh, Chang, Lin, Keerthi, Sundararajan, "A dual coordinate descent
-        method for large-scale linear SVM", ICML 2008 (Algorithm 1; shrinking:
-        Section 3.2). liblinear ``solve_l2r_l1l2_svc``.
+        method for large-scale linear SVM", ICML 2008 (Algorithm 1; random
+        permutation: Section 3.1; shrinking: Section 3.2). liblinear
+        ``solve_l2r_l1l2_svc``.
     """
     _check_rows(rows)
     m = rows.n_rows
@@ -496,22 +532,35 @@ def dcd_epoch(
     for name, x, dt in (("alpha", alpha, _F32), ("labels", labels, _F32), ("upper", upper, _F32),
                         ("order", order, _I32), ("sq_norms", sq_norms, _F32)):
         _check_array(name, x, (m,), dt)
+    w, alpha, labels, upper, order, sq_norms = map(jnp.asarray, (w, alpha, labels, upper, order, sq_norms))
     n_epochs = operator.index(n_epochs)
     if n_epochs < 1:
         raise ValueError(f"n_epochs must be >= 1; got {n_epochs}.")
-    if active is not None:
+    if active is None:
+        if pg_tol is not None or max_visits is not None:
+            raise ValueError(
+                "pg_tol and max_visits apply only with shrinking; pass active=all_active(m) too.")
+    else:
         if not isinstance(active, ActiveSet):
             raise TypeError(f"active must be an ActiveSet (see all_active); got {type(active).__name__}.")
         _check_array("active.mask", active.mask, (m,), jnp.bool_)
         _check_array("active.pg_max", active.pg_max, (), _F32)
         _check_array("active.pg_min", active.pg_min, (), _F32)
+        pg_tol = jnp.asarray(_DEFAULT_PG_TOL if pg_tol is None else pg_tol, _F32)
+        if jnp.ndim(pg_tol) != 0:
+            raise ValueError(f"pg_tol must be a scalar; got shape {jnp.shape(pg_tol)}.")
+        max_visits = jnp.asarray(0 if max_visits is None else max_visits, _I32)
+        if jnp.ndim(max_visits) != 0:
+            raise ValueError(f"max_visits must be a scalar; got shape {jnp.shape(max_visits)}.")
+        active = (active, pg_tol, max_visits)
     args = (w, alpha, rows, labels, upper, order, sq_norms, active)
     out = _dispatch(functools.partial(_native_epoch, n_epochs=n_epochs),
                     functools.partial(_xla_epoch, n_epochs=n_epochs), *args)
     if active is None:
         return out[0], out[1]
-    w, alpha, mask, pg_max, pg_min, s_max, s_min, count = out
-    return w, alpha, ActiveSet(mask, pg_max, pg_min), DCDStats(s_max, s_min, count)
+    w, alpha, mask, pg_old, pg_new, counts, conv = out
+    return (w, alpha, ActiveSet(mask, pg_old[0], pg_old[1]),
+            DCDStats(pg_new[0], pg_new[1], counts[0], counts[1], conv))
 
 
 def _rows_operands(rows):
@@ -520,19 +569,24 @@ def _rows_operands(rows):
     return (rows.X,)
 
 
-def _native_epoch(w, alpha, rows, labels, upper, order, sqn, active, *, n_epochs):
-    sparse = rows.is_sparse
+def _native_epoch(w, alpha, rows, labels, upper, order, sqn, driver, *, n_epochs):
+    m = alpha.shape[0]
     ops = (w, alpha, *_rows_operands(rows), rows.bias, sqn, labels, upper, order)
-    outs = [jax.ShapeDtypeStruct(w.shape, _F32), jax.ShapeDtypeStruct(alpha.shape, _F32)]
+    outs = [jax.ShapeDtypeStruct(w.shape, _F32), jax.ShapeDtypeStruct((m,), _F32),
+            jax.ShapeDtypeStruct((m,), _I32)]
+    active = None if driver is None else driver[0]
     if active is not None:
-        ops += (active.mask, jnp.stack([active.pg_max, active.pg_min]))
-        outs += [jax.ShapeDtypeStruct(alpha.shape, jnp.bool_), jax.ShapeDtypeStruct((2,), _F32),
-                 jax.ShapeDtypeStruct((2,), _F32), jax.ShapeDtypeStruct((), _I32)]
-    target = "jaxrank_dcd_epoch_csr" if sparse else "jaxrank_dcd_epoch_dense"
+        _, pg_tol, max_visits = driver
+        ops += (active.mask, jnp.stack([active.pg_max, active.pg_min]), pg_tol, max_visits)
+        outs += [jax.ShapeDtypeStruct((m,), jnp.bool_), jax.ShapeDtypeStruct((2,), _F32),
+                 jax.ShapeDtypeStruct((2,), _F32), jax.ShapeDtypeStruct((2,), _I32),
+                 jax.ShapeDtypeStruct((), jnp.bool_)]
+    target = "jaxrank_dcd_epoch_csr" if rows.is_sparse else "jaxrank_dcd_epoch_dense"
     res = jax.ffi.ffi_call(target, outs, vmap_method="expand_dims")(*ops, n_epochs=np.int64(n_epochs))
+    res = _vary_results(res, ops)
     if active is None:
-        return res[0], res[1], None, None, None, None, None, None
-    return res[0], res[1], res[2], res[3][0], res[3][1], res[4][0], res[4][1], res[5]
+        return res[0], res[1], None, None, None, None, None
+    return res[0], res[1], res[3], res[4], res[5], res[6], res[7]
 
 
 def _xla_row_access(rows, dim):
@@ -549,7 +603,7 @@ def _xla_row_access(rows, dim):
         def axpy(i, a, w):
             x = lax.dynamic_index_in_dim(X, i, keepdims=False)
             if dim > d:
-                return w + a * jnp.concatenate([x, bias[None]])
+                return w.at[:d].add(a * x).at[d].add(a * bias)
             return w + a * x
 
         return dot, axpy
@@ -570,53 +624,147 @@ def _xla_row_access(rows, dim):
     return dot, axpy
 
 
-def _xla_epoch(w, alpha, rows, labels, upper, order, sqn, active, *, n_epochs):
+_U32 = jnp.uint32
+
+
+def _hash32(x):
+    """lowbias32 (as ``hash32`` in dcd.c), uint32 arithmetic."""
+    x = x ^ (x >> 16)
+    x = x * _U32(0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = x * _U32(0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _below(r, n):
+    """High 32 bits of ``r * n`` for uint32 ``r, n`` (``below`` in dcd.c)."""
+    mask = _U32(0xFFFF)
+    a0, a1, b0, b1 = r & mask, r >> 16, n & mask, n >> 16
+    p00, p10, p01, p11 = a0 * b0, a1 * b0, a0 * b1, a1 * b1
+    cross = (p00 >> 16) + (p10 & mask) + (p01 & mask)
+    return p11 + (p10 >> 16) + (p01 >> 16) + (cross >> 16)
+
+
+def _varying_zero(*trees):
+    """A float32 zero that depends on every leaf (for loop carries under ``shard_map``).
+
+    Inside ``shard_map`` (with ``check_vma``) every loop carry must vary over the
+    same mesh axes as the values the loop body mixes into it; deriving all
+    initial carries from this zero gives them the union of the inputs' axes.
+    XLA folds it away.
+    """
+    z = jnp.zeros((), _F32)
+    for leaf in jax.tree.leaves(trees):
+        if jnp.size(leaf):
+            z = z + jnp.where(False, jnp.ravel(leaf)[0], 0).astype(_F32)
+    return z
+
+
+def _vary_results(results, operands):
+    """FFI results with the varying mesh axes of the operands (``ffi_call`` drops them)."""
+    zero = _varying_zero(operands)
+    return jax.tree.map(lambda r: _vary(r, zero), results)
+
+
+def _vary(x, zero):
+    """``x`` with the varying axes of ``zero`` (value unchanged)."""
+    if x.dtype == jnp.bool_:
+        return x | (zero != 0)
+    return x + zero.astype(x.dtype)
+
+
+def _xla_epoch(w, alpha, rows, labels, upper, order, sqn, driver, *, n_epochs):
+    """``run_passes`` of dcd.c as XLA loops (same visiting orders, float32)."""
     m = alpha.shape[0]
+    zero = _varying_zero(w, alpha, rows, labels, upper, order, sqn, driver)
+    w, alpha = _vary(w, zero), _vary(alpha, zero)
+    active, pg_tol, max_visits = (None, None, None) if driver is None else driver
     dot, axpy = _xla_row_access(rows, w.shape[0])
     shrink = active is not None
     inf = jnp.asarray(jnp.inf, _F32)
-    mask0 = active.mask if shrink else jnp.ones((0,), bool)
-    old0 = (active.pg_max, active.pg_min) if shrink else (inf, -inf)
+    imax = jnp.iinfo(jnp.int32).max
+    # list: active samples (u > 0) in `order`, then the shrunk ones
+    valid = upper[order] > 0
+    on = valid & active.mask[order] if shrink else valid
+    off = valid & ~on
+    nf = jnp.sum(on, dtype=_I32)
+    n = nf + jnp.sum(off, dtype=_I32)
+    pos = jnp.where(on, jnp.cumsum(on, dtype=_I32) - 1,
+                    jnp.where(off, nf + jnp.cumsum(off, dtype=_I32) - 1, m))
+    lst = _vary(jnp.zeros((m,), _I32).at[pos].set(order, mode="drop"), zero)
+    if m > 0:
+        seed = _hash32(_hash32(order[0].astype(_U32))
+                       ^ _hash32(order[m - 1].astype(_U32) ^ _U32(m)))
+    else:
+        seed = _U32(0)
+    golden = _U32(0x9E3779B9)
 
-    def step(k, carry):
-        w, alpha, mask, pg_old, pg_new, count = carry
-        i = order[k]
+    def shuffle(lst, act, ctr):
+        def swap(k, c):
+            lst, ctr = c
+            j = k + _below(_hash32(seed + ctr * golden), (act - k).astype(_U32)).astype(_I32)
+            lk, lj = lst[k], lst[j]
+            return lst.at[k].set(lj).at[j].set(lk), ctr + _U32(1)
+
+        return lax.fori_loop(0, jnp.maximum(act - 1, 0), swap, (lst, ctr))
+
+    def no_shuffle(lst, act, ctr):
+        return lst, ctr
+
+    def visit(s, c):
+        kept, w, alpha, lst, pg_old, pg_new, visits = c
+        i = lst[s]
         ui, yi, a = upper[i], labels[i], alpha[i]
-        on = ui > 0
-        if shrink:
-            on = on & mask[i]
         G = yi * dot(i, w) - 1
         at_lo, at_hi = a <= 0, a >= ui
-        drop = on & ((at_lo & (G > pg_old[0])) | (~at_lo & at_hi & (G < pg_old[1])))
+        drop = (at_lo & (G > pg_old[0])) | (~at_lo & at_hi & (G < pg_old[1]))
         PG = jnp.where(at_lo, jnp.minimum(G, 0), jnp.where(at_hi, jnp.maximum(G, 0), G))
-        visit = on & ~drop
-        pg_new = (jnp.where(visit, jnp.maximum(pg_new[0], PG), pg_new[0]),
-                  jnp.where(visit, jnp.minimum(pg_new[1], PG), pg_new[1]))
+        keep = ~drop
+        pg_new = (jnp.where(keep, jnp.maximum(pg_new[0], PG), pg_new[0]),
+                  jnp.where(keep, jnp.minimum(pg_new[1], PG), pg_new[1]))
         q = sqn[i]
         a_new = jnp.where(q > 0, jnp.clip(a - G / jnp.where(q > 0, q, 1), 0, ui),
                           jnp.where(G < 0, ui, 0))
-        a_new = jnp.where(visit & (jnp.abs(PG) > 1e-12), a_new, a)
+        a_new = jnp.where(keep & (jnp.abs(PG) > 1e-12), a_new, a)
         delta = (a_new - a) * yi
         w = lax.cond(delta != 0, lambda w: axpy(i, delta, w), lambda w: w, w)
         alpha = alpha.at[i].set(a_new)
-        if shrink:
-            mask = mask.at[i].set(mask[i] & ~drop)
-        return w, alpha, mask, pg_old, pg_new, count + visit.astype(_I32)
+        # kept samples move to lst[:kept] in visiting order (as dcd.c)
+        lst = jnp.where(keep, lst.at[s].set(lst[kept]).at[kept].set(i), lst)
+        visits = jnp.where(visits < imax, visits + 1, visits)
+        return kept + keep.astype(_I32), w, alpha, lst, pg_old, pg_new, visits
 
-    def epoch(_, carry):
-        w, alpha, mask, pg_old, _, _ = carry
-        fresh = (-inf, inf)
-        w, alpha, mask, pg_old, pg_new, count = lax.fori_loop(
-            0, m, step, (w, alpha, mask, pg_old, fresh, jnp.zeros((), _I32)))
+    def one_pass(c):
+        ep, act, w, alpha, lst, ctr, pg_old, pg_new, visits, conv, _ = c
+        lst, ctr = lax.cond(ep > 0, shuffle, no_shuffle, lst, act, ctr)
+        fresh = (_vary(-inf, zero), _vary(inf, zero))
+        act, w, alpha, lst, _, pg_new, visits = lax.fori_loop(
+            0, act, visit, (_vary(jnp.zeros((), _I32), zero), w, alpha, lst, pg_old, fresh, visits))
         if shrink:
-            pg_old = (jnp.where(pg_new[0] <= 0, inf, pg_new[0]), jnp.where(pg_new[1] >= 0, -inf, pg_new[1]))
-        return w, alpha, mask, pg_old, pg_new, count
+            small = pg_new[0] - pg_new[1] <= pg_tol
+            conv = small & (act == n)
+            react = small & (act != n)
+            act = jnp.where(react, n, act)
+            nxt = (jnp.where(pg_new[0] <= 0, inf, pg_new[0]), jnp.where(pg_new[1] >= 0, -inf, pg_new[1]))
+            pg_old = (jnp.where(react, inf, jnp.where(conv, pg_old[0], nxt[0])),
+                      jnp.where(react, -inf, jnp.where(conv, pg_old[1], nxt[1])))
+            stop = conv | ((max_visits > 0) & (visits >= max_visits))
+        else:
+            stop = jnp.zeros((), bool)
+        return ep + 1, act, w, alpha, lst, ctr, pg_old, pg_new, visits, conv, stop
 
-    init = (w, alpha, mask0, old0, (-inf, inf), jnp.zeros((), _I32))
-    w, alpha, mask, pg_old, pg_new, count = lax.fori_loop(0, n_epochs, epoch, init)
+    pg_old = (active.pg_max, active.pg_min) if shrink else (inf, -inf)
+    init = (jnp.zeros((), _I32), nf, w, alpha, lst, _U32(0), pg_old, (-inf, inf),
+            jnp.zeros((), _I32), jnp.zeros((), bool), jnp.zeros((), bool))
+    init = jax.tree.map(lambda x: _vary(jnp.asarray(x), zero), init)
+    ep, act, w, alpha, lst, _, pg_old, pg_new, visits, conv, _ = lax.while_loop(
+        lambda c: (c[0] < n_epochs) & ~c[10], one_pass, init)
     if not shrink:
-        return w, alpha, None, None, None, None, None, None
-    return w, alpha, mask, pg_old[0], pg_old[1], pg_new[0], pg_new[1], count
+        return w, alpha, None, None, None, None, None
+    idx = jnp.arange(m, dtype=_I32)
+    mask = active.mask.at[jnp.where(idx < n, lst, m)].set(idx < act, mode="drop")
+    return (w, alpha, mask, jnp.stack(pg_old), jnp.stack(pg_new),
+            jnp.stack([ep, visits]), conv)
 
 
 # --------------------------------------------------------------------------
@@ -639,13 +787,14 @@ def row_dots(rows: HingeRows, w) -> jax.Array:
     """
     _check_rows(rows)
     _check_w(w, rows)
-    return _dispatch(_native_dots, _xla_dots, rows, w)
+    return _dispatch(_native_dots, _xla_dots, rows, jnp.asarray(w))
 
 
 def _native_dots(rows, w):
     target = "jaxrank_row_dots_csr" if rows.is_sparse else "jaxrank_row_dots_dense"
     out = jax.ShapeDtypeStruct((rows.n_rows,), _F32)
-    return jax.ffi.ffi_call(target, out, vmap_method="expand_dims")(w, *_rows_operands(rows), rows.bias)
+    ops = (w, *_rows_operands(rows), rows.bias)
+    return _vary_results(jax.ffi.ffi_call(target, out, vmap_method="expand_dims")(*ops), ops)
 
 
 def _xla_dots(rows, w):
@@ -681,7 +830,8 @@ def random_order(key, m: int) -> jax.Array:
 def _native_order(key, *, m):
     seed = jax.random.bits(key, (2,), jnp.uint32)
     out = jax.ShapeDtypeStruct((m,), _I32)
-    return jax.ffi.ffi_call("jaxrank_random_order", out, vmap_method="expand_dims")(seed)
+    return _vary_results(jax.ffi.ffi_call("jaxrank_random_order", out, vmap_method="expand_dims")(seed),
+                         (seed,))
 
 
 def _xla_order(key, *, m):
