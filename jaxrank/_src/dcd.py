@@ -305,7 +305,7 @@ def _load_native():
         if lib is None:
             warnings.warn(
                 f"jaxrank DCD kernel: native CPU kernel unavailable ({reason}); "
-                "using the XLA lax.fori_loop path (~30x slower per coordinate).",
+                "using the XLA lax.fori_loop path (100-200x slower per coordinate).",
                 RuntimeWarning,
                 stacklevel=3,
             )
