@@ -86,7 +86,7 @@ class SolveState(NamedTuple):
     done: jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("dim", "shrink", "budget", "max_calls"))
+@functools.partial(jax.jit, static_argnames=("dim", "shrink", "budget"))
 def solve(rows, labels, upper, key, *, dim, shrink=True, budget=5, max_calls=100_000):
     """min 1/2||w||^2 + sum_i u_i max(0, 1 - y_i z_i^T w) to relative gap TOL."""
     m = labels.shape[0]

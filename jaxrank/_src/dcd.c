@@ -36,7 +36,9 @@
  *     Buffers arrive as XLA's own device buffers (no copy).  Leading batch
  *     axes (vmap with vmap_method="expand_dims") broadcast: an axis of
  *     size 1 in an operand is shared by every problem of the batch.
- *   - jaxrank_dcd_run: one problem, plain C (ctypes), for measurements.
+ *   - jaxrank_dcd_abi_version, jaxrank_dcd_last_rows_ptr: plain C (ctypes):
+ *     version check at load time; the address of the last rows buffer a
+ *     handler read (tests check that it is the JAX array's own buffer).
  *
  * Plain C99 (no Python API).
  */
@@ -345,16 +347,7 @@ static int run_csr(const dcd_problem *p, int64_t n_epochs, char *err, size_t len
     return run_passes(p, n_epochs, 1, err, len);
 }
 
-/* Plain C entry (ctypes): up to n_epochs passes of one problem in place. */
-DCD_EXPORT int jaxrank_dcd_run(const dcd_problem *p, int64_t n_epochs, char *err,
-                               int64_t errlen) {
-    if (p->X) return run_dense(p, n_epochs, err, (size_t)errlen);
-    return run_csr(p, n_epochs, err, (size_t)errlen);
-}
-
 DCD_EXPORT int jaxrank_dcd_abi_version(void) { return DCD_ABI_VERSION; }
-
-DCD_EXPORT int64_t jaxrank_dcd_problem_size(void) { return (int64_t)sizeof(dcd_problem); }
 
 /* Last row-data pointer an FFI handler received (zero-copy check). */
 static const void *volatile last_rows_ptr = NULL;
@@ -401,7 +394,6 @@ static void random_order(uint64_t seed, int64_t m, int32_t *out) {
 /* ------------------------------------------------------------------------ */
 
 #define MAX_BATCH_RANK 8
-#define MAX_ARGS 16
 
 static XLA_FFI_Error *ffi_error(const XLA_FFI_Api *api, XLA_FFI_Error_Code code,
                                 const char *msg) {
