@@ -58,9 +58,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from training import load_datasets  # noqa: E402  (bench/training.py)
+from training import load_datasets
 
-from jaxrank._src import dcd  # noqa: E402  (no public name yet)
+from jaxrank._src import dcd
 
 TOL = 1e-4
 CS = (0.01, 0.1, 1.0, 10.0, 100.0)
@@ -97,15 +97,28 @@ def solve(rows, labels, upper, key, *, dim, shrink=True, budget=5, max_calls=100
         order = dcd.random_order(sub, m)
         if shrink:
             w, alpha, active, st = dcd.dcd_epoch(
-                s.w, s.alpha, rows, labels, upper, order, sq_norms=q, n_epochs=10_000,
-                active=s.active, pg_tol=s.pg_tol, max_visits=budget * m)
+                s.w,
+                s.alpha,
+                rows,
+                labels,
+                upper,
+                order,
+                sq_norms=q,
+                n_epochs=10_000,
+                active=s.active,
+                pg_tol=s.pg_tol,
+                max_visits=budget * m,
+            )
             passes, conv = st.n_epochs, st.converged
         else:
-            w, alpha = dcd.dcd_epoch(s.w, s.alpha, rows, labels, upper, order, sq_norms=q,
-                                     n_epochs=budget)
+            w, alpha = dcd.dcd_epoch(
+                s.w, s.alpha, rows, labels, upper, order, sq_norms=q, n_epochs=budget
+            )
             active, passes, conv = s.active, jnp.int32(budget), jnp.bool_(False)
         ww = w @ w
-        p = 0.5 * ww + jnp.sum(upper * jnp.maximum(0, 1 - labels * dcd.row_dots(rows, w)))
+        p = 0.5 * ww + jnp.sum(
+            upper * jnp.maximum(0, 1 - labels * dcd.row_dots(rows, w))
+        )
         d = jnp.sum(alpha) - 0.5 * ww
         better = p < s.p_best
         p_best = jnp.where(better, p, s.p_best)
@@ -113,13 +126,35 @@ def solve(rows, labels, upper, key, *, dim, shrink=True, budget=5, max_calls=100
         gap = (p_best - d) / p_best
         done = gap <= TOL
         pg_tol = jnp.where(conv & ~done, 0.1 * s.pg_tol, s.pg_tol)
-        return SolveState(w, alpha, active, key, pg_tol, p_best, w_best, gap,
-                          s.epochs + passes, s.calls + 1, done)
+        return SolveState(
+            w,
+            alpha,
+            active,
+            key,
+            pg_tol,
+            p_best,
+            w_best,
+            gap,
+            s.epochs + passes,
+            s.calls + 1,
+            done,
+        )
 
     zeros = jnp.zeros((dim,), jnp.float32)
     inf = jnp.float32(jnp.inf)
-    s0 = SolveState(zeros, jnp.zeros((m,), jnp.float32), dcd.all_active(m), key,
-                    jnp.float32(1.0), inf, zeros, inf, jnp.int32(0), jnp.int32(0), jnp.bool_(False))
+    s0 = SolveState(
+        zeros,
+        jnp.zeros((m,), jnp.float32),
+        dcd.all_active(m),
+        key,
+        jnp.float32(1.0),
+        inf,
+        zeros,
+        inf,
+        jnp.int32(0),
+        jnp.int32(0),
+        jnp.bool_(False),
+    )
     return lax.while_loop(lambda s: ~s.done & (s.calls < max_calls), body, s0)
 
 
@@ -147,8 +182,14 @@ def dual64(Z, y, C, alpha):
 def lib_fit(X, y, C, tol):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return LinearSVC(C=C, loss="hinge", dual=True, tol=tol, max_iter=1_000_000,
-                         intercept_scaling=1.0).fit(X, y)
+        return LinearSVC(
+            C=C,
+            loss="hinge",
+            dual=True,
+            tol=tol,
+            max_iter=1_000_000,
+            intercept_scaling=1.0,
+        ).fit(X, y)
 
 
 def lib_objective(clf, Z, y, C):
@@ -164,8 +205,13 @@ def timeit(fn):
 
 def header():
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, cwd=Path(__file__).parent).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            check=False,
+            text=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
     except OSError:
         commit = "?"
     return [
@@ -210,19 +256,32 @@ def bench_solver(datasets, Cs, repeats, budget, lines):
             u = jnp.full(y.shape, C, jnp.float32)
 
             def ours(k, shrink=True, max_calls=100_000):
-                return solve(rows, y32, u, jax.random.key(k), dim=dim, shrink=shrink, budget=budget,
-                             max_calls=max_calls)
+                return solve(
+                    rows,
+                    y32,
+                    u,
+                    jax.random.key(k),
+                    dim=dim,
+                    shrink=shrink,
+                    budget=budget,
+                    max_calls=max_calls,
+                )
 
             def e2e(k):
                 r = dcd.hinge_rows(X, bias=1.0)
                 yy = jnp.asarray(np.where(ytr > 0, 1.0, -1.0), jnp.float32)
-                return solve(r, yy, jnp.full(yy.shape, C, jnp.float32), jax.random.key(k), dim=dim,
-                             budget=budget)
+                return solve(
+                    r,
+                    yy,
+                    jnp.full(yy.shape, C, jnp.float32),
+                    jax.random.key(k),
+                    dim=dim,
+                    budget=budget,
+                )
 
             jax.block_until_ready(ours(0))  # compile
             res = ours(0)
             # certified optimum bracket from a solve
-            p_ours = primal64(Z, y, C, np.asarray(res.w_best, np.float64))
             d_ours = dual64(Z, y, C, res.alpha)
             # liblinear tolerance: the largest within 0.1 % of the optimum (>= d_ours)
             lib_tol, f_lib, clf = None, None, None
@@ -247,25 +306,32 @@ def bench_solver(datasets, Cs, repeats, budget, lines):
                     dt, clf = timeit(lambda: lib_fit(X, ytr, C, lib_tol))
                     t_l.append(dt)
                     iters.append(int(clf.n_iter_))
-            med = lambda v: float(np.median(v))  # noqa: E731
+            med = lambda v: float(np.median(v))
             # without shrinking: one run, capped at ~5x the time with shrinking
             jax.block_until_ready(ours(0, False, 3))
             per_call = timeit(lambda: ours(0, False, 3))[0] / 3
             cap = max(3, int(5 * med(t_o) / per_call))
             t_n, out = timeit(lambda: ours(1, False, cap))
-            no_shrink = f"{t_n:.4f} ({int(out.epochs)})" if bool(out.done) else (
-                f"> {t_n:.2f} (gap {float(out.gap):.0e} after {int(out.epochs)})")
+            no_shrink = (
+                f"{t_n:.4f} ({int(out.epochs)})"
+                if bool(out.done)
+                else (f"> {t_n:.2f} (gap {float(out.gap):.0e} after {int(out.epochs)})")
+            )
             opt_lo = max([d_ours] + duals)  # certified lower bound on the optimum
             if lib_tol is None:
                 lib_cells = "none reached | | | | |"
                 ratio = ""
             else:
-                lib_cells = (f"{lib_tol:g} | {med(t_l):.4f} | {med(iters):.0f} | {f_lib:.6g} | "
-                             f"{(f_lib - opt_lo) / opt_lo:+.1e} |")
+                lib_cells = (
+                    f"{lib_tol:g} | {med(t_l):.4f} | {med(iters):.0f} | {f_lib:.6g} | "
+                    f"{(f_lib - opt_lo) / opt_lo:+.1e} |"
+                )
                 ratio = f"{med(t_e) / med(t_l):.2f}x"
-            row = (f"| {name.split(' (')[0]} | {C:g} | {med(t_o):.4f} | {med(t_e):.4f} | "
-                   f"{med(passes):.0f} | {med(objs):.6g} | {max(gaps):.2e} | "
-                   f"{no_shrink} | {lib_cells} {ratio} |")
+            row = (
+                f"| {name.split(' (')[0]} | {C:g} | {med(t_o):.4f} | {med(t_e):.4f} | "
+                f"{med(passes):.0f} | {med(objs):.6g} | {max(gaps):.2e} | "
+                f"{no_shrink} | {lib_cells} {ratio} |"
+            )
             lines.append(row)
             print(row, flush=True)
     lines.append("")
@@ -291,16 +357,24 @@ def bench_per_coordinate(datasets, lines):
         w = jnp.zeros((X.shape[1] + 1,), jnp.float32)
         a = jnp.zeros((m,), jnp.float32)
         order = dcd.random_order(jax.random.key(0), m)
-        f_c = jax.jit(lambda r, w, a: dcd.dcd_epoch(w, a, r, y, u, order, sq_norms=q, n_epochs=5))
-        f_x = jax.jit(lambda r, w, a: dcd._xla_epoch(w, a, r, y, u, order, q, None, n_epochs=1)[:2])
+        f_c = jax.jit(
+            lambda r, w, a: dcd.dcd_epoch(w, a, r, y, u, order, sq_norms=q, n_epochs=5)
+        )
+        f_x = jax.jit(
+            lambda r, w, a: dcd._xla_epoch(w, a, r, y, u, order, q, None, n_epochs=1)[
+                :2
+            ]
+        )
         w1, a1 = jax.block_until_ready(f_c(rows, w, a))
         ts = [timeit(lambda: f_c(rows, w1, a1))[0] for _ in range(5)]
         c_ns = np.median(ts) / (5 * m) * 1e9
         jax.block_until_ready(f_x(rows, w1, a1))
         x_ns = timeit(lambda: f_x(rows, w1, a1))[0] / m * 1e9
         nnz = X.nnz / m if sp.issparse(X) else X.shape[1]
-        row = (f"| {name.split(' (')[0]} | {m} | {nnz:.1f} | {c_ns:.1f} | {x_ns:.0f} | "
-               f"{x_ns / c_ns:.0f}x |")
+        row = (
+            f"| {name.split(' (')[0]} | {m} | {nnz:.1f} | {c_ns:.1f} | {x_ns:.0f} | "
+            f"{x_ns / c_ns:.0f}x |"
+        )
         lines.append(row)
         print(row, flush=True)
     lines.append("")
@@ -330,14 +404,31 @@ def bench_call_overhead(lines, m=400_000, d=100):
     def noop(X, w):
         return np.asarray(w)
 
-    f_cb = jax.jit(lambda X, w: jax.pure_callback(noop, jax.ShapeDtypeStruct(w.shape, w.dtype), X, w,
-                                                  vmap_method="expand_dims"))
+    f_cb = jax.jit(
+        lambda X, w: jax.pure_callback(
+            noop,
+            jax.ShapeDtypeStruct(w.shape, w.dtype),
+            X,
+            w,
+            vmap_method="expand_dims",
+        )
+    )
     # rows are jit arguments: a closed-over array would become a constant of the program
-    f_0 = jax.jit(lambda rows, w, a: dcd.dcd_epoch(w, a, rows, y, jnp.zeros_like(a), order, sq_norms=q))
-    f_1 = jax.jit(lambda rows, w, a: dcd.dcd_epoch(w, a, rows, y, jnp.ones_like(a), order, sq_norms=q))
-    for label, f, args in [("pure_callback no-op (copies its operands)", f_cb, (X, w)),
-                           ("FFI `dcd_epoch`, no terms", f_0, (rows, w, a)),
-                           ("FFI `dcd_epoch`, one pass", f_1, (rows, w, a))]:
+    f_0 = jax.jit(
+        lambda rows, w, a: dcd.dcd_epoch(
+            w, a, rows, y, jnp.zeros_like(a), order, sq_norms=q
+        )
+    )
+    f_1 = jax.jit(
+        lambda rows, w, a: dcd.dcd_epoch(
+            w, a, rows, y, jnp.ones_like(a), order, sq_norms=q
+        )
+    )
+    for label, f, args in [
+        ("pure_callback no-op (copies its operands)", f_cb, (X, w)),
+        ("FFI `dcd_epoch`, no terms", f_0, (rows, w, a)),
+        ("FFI `dcd_epoch`, one pass", f_1, (rows, w, a)),
+    ]:
         jax.block_until_ready(f(*args))
         ts = [timeit(lambda: f(*args))[0] for _ in range(10)]
         lines.append(f"| {label} | {np.median(ts) * 1e3:.2f} |")
@@ -347,16 +438,22 @@ def bench_call_overhead(lines, m=400_000, d=100):
         lib.jaxrank_dcd_last_rows_ptr.restype = ctypes.c_void_p
         same = lib.jaxrank_dcd_last_rows_ptr() == rows.X.unsafe_buffer_pointer()
         lines.append("")
-        lines.append(f"Zero copy: the kernel saw X at the address of the JAX array: {same}.")
+        lines.append(
+            f"Zero copy: the kernel saw X at the address of the JAX array: {same}."
+        )
     lines.append("")
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="page-blocks only")
     ap.add_argument("--Cs", default=",".join(f"{c:g}" for c in CS))
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--budget", type=int, default=5, help="coordinate visits per kernel call / m")
+    ap.add_argument(
+        "--budget", type=int, default=5, help="coordinate visits per kernel call / m"
+    )
     ap.add_argument("--out", default=None, help="also write the markdown here")
     args = ap.parse_args(argv)
     Cs = [float(c) for c in args.Cs.split(",")]

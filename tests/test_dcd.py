@@ -10,6 +10,7 @@ optimum of the full problem.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import warnings
 
@@ -91,7 +92,11 @@ def literal_pass(w, alpha, Z, y, u, order, mask=None, pg_old=(np.inf, -np.inf)):
         pg_max, pg_min = max(pg_max, PG), min(pg_min, PG)
         if abs(PG) > 1e-12:
             q = Z[i] @ Z[i]
-            new = np.clip(alpha[i] - G / q, 0, u[i]) if q > 0 else (u[i] if G < 0 else 0.0)
+            new = (
+                np.clip(alpha[i] - G / q, 0, u[i])
+                if q > 0
+                else (u[i] if G < 0 else 0.0)
+            )
             w += (new - alpha[i]) * y[i] * Z[i]
             alpha[i] = new
     return w, alpha, mask, (pg_max, pg_min)
@@ -106,7 +111,9 @@ def rows_of(kind, X, bias):
 
 
 def close(a, b, atol=2e-5, rtol=2e-5):
-    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), atol=atol, rtol=rtol)
+    np.testing.assert_allclose(
+        np.asarray(a, np.float64), np.asarray(b, np.float64), atol=atol, rtol=rtol
+    )
 
 
 KINDS = ["dense", "csr"]
@@ -132,7 +139,9 @@ def test_rows_give_squared_norms_and_dot_products_of_the_design_matrix(kind, bia
 
 def test_bcoo_rows_can_be_built_under_jit():
     X, _, _ = problem()
-    A = jsparse.BCOO.fromdense(jnp.asarray(X), nse=int((X != 0).sum()) + 5)  # with padding
+    A = jsparse.BCOO.fromdense(
+        jnp.asarray(X), nse=int((X != 0).sum()) + 5
+    )  # with padding
     q = jax.jit(lambda A: dcd.sq_norms(dcd.hinge_rows(A, bias=1.0)))(A)
     close(q, (design(X, 1.0) ** 2).sum(1))
 
@@ -144,7 +153,9 @@ def test_random_order_is_a_permutation_that_depends_on_the_key():
     np.testing.assert_array_equal(np.sort(a), np.arange(1000))
     np.testing.assert_array_equal(np.sort(b), np.arange(1000))
     assert (a != b).mean() > 0.9
-    batch = jax.vmap(lambda k: dcd.random_order(k, 1000))(jax.random.split(jax.random.key(0), 3))
+    batch = jax.vmap(lambda k: dcd.random_order(k, 1000))(
+        jax.random.split(jax.random.key(0), 3)
+    )
     assert batch.shape == (3, 1000)
     assert all(sorted(r) == list(range(1000)) for r in np.asarray(batch).tolist())
 
@@ -156,8 +167,18 @@ def test_random_order_is_a_permutation_that_depends_on_the_key():
 
 def run_epoch(rows, w, alpha, y, u, order, **kw):
     q = dcd.sq_norms(rows)
-    f = jax.jit(lambda w, a: dcd.dcd_epoch(w, a, rows, jnp.asarray(y), jnp.asarray(u),
-                                            jnp.asarray(order), sq_norms=q, **kw))
+    f = jax.jit(
+        lambda w, a: dcd.dcd_epoch(
+            w,
+            a,
+            rows,
+            jnp.asarray(y),
+            jnp.asarray(u),
+            jnp.asarray(order),
+            sq_norms=q,
+            **kw,
+        )
+    )
     return f(jnp.asarray(w), jnp.asarray(alpha))
 
 
@@ -186,13 +207,24 @@ def test_shrinking_pass_matches_literal_liblinear_test(path, kind, request):
     rng = np.random.default_rng(3)
     rows = rows_of(kind, X, 1.0)
     # warm start with many alphas at their bounds
-    w, alpha = run_epoch(rows, np.zeros(Z.shape[1], F32), np.zeros(len(y), F32), y, u,
-                         rng.permutation(len(y)).astype(np.int32), n_epochs=4)
+    w, alpha = run_epoch(
+        rows,
+        np.zeros(Z.shape[1], F32),
+        np.zeros(len(y), F32),
+        y,
+        u,
+        rng.permutation(len(y)).astype(np.int32),
+        n_epochs=4,
+    )
     mask = rng.random(len(y)) < 0.8
     order = rng.permutation(len(y)).astype(np.int32)
     active = dcd.ActiveSet(jnp.asarray(mask), jnp.float32(0.3), jnp.float32(-0.2))
-    w1, a1, act1, st = run_epoch(rows, w, alpha, y, u, order, active=active, pg_tol=-1.0)
-    w_ref, a_ref, m_ref, (pmax, pmin) = literal_pass(w, alpha, Z, y, u, order, mask, (0.3, -0.2))
+    w1, a1, act1, st = run_epoch(
+        rows, w, alpha, y, u, order, active=active, pg_tol=-1.0
+    )
+    w_ref, a_ref, m_ref, (pmax, pmin) = literal_pass(
+        w, alpha, Z, y, u, order, mask, (0.3, -0.2)
+    )
     assert (~m_ref & mask).sum() > 0, "the test needs some shrinking"
     np.testing.assert_array_equal(np.asarray(act1.mask), m_ref)
     close(a1, a_ref)
@@ -217,7 +249,9 @@ def assert_tree_close(a, b, **kw):
     la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
     assert len(la) == len(lb)
     for x, z in zip(la, lb):
-        if np.asarray(x).dtype == bool or np.issubdtype(np.asarray(x).dtype, np.integer):
+        if np.asarray(x).dtype == bool or np.issubdtype(
+            np.asarray(x).dtype, np.integer
+        ):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
         else:
             close(x, z, **kw)
@@ -226,16 +260,26 @@ def assert_tree_close(a, b, **kw):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("bias", BIASES)
 @pytest.mark.parametrize("shrink", [False, True])
-def test_native_and_xla_paths_give_the_same_iterates(native, monkeypatch, kind, bias, shrink):
+def test_native_and_xla_paths_give_the_same_iterates(
+    native, monkeypatch, kind, bias, shrink
+):
     X, y, u = problem(m=70, seed=4)
     rows = rows_of(kind, X, bias)
     dim = X.shape[1] + (bias != 0)
     order = np.asarray(dcd.random_order(jax.random.key(5), len(y)))
-    kw = dict(active=dcd.all_active(len(y)), pg_tol=0.05) if shrink else {}
+    kw = {"active": dcd.all_active(len(y)), "pg_tol": 0.05} if shrink else {}
 
     def fn():
-        return run_epoch(rows, np.zeros(dim, F32), np.zeros(len(y), F32), y, u, order,
-                         n_epochs=6, **kw)
+        return run_epoch(
+            rows,
+            np.zeros(dim, F32),
+            np.zeros(len(y), F32),
+            y,
+            u,
+            order,
+            n_epochs=6,
+            **kw,
+        )
 
     out_c, out_x = both_paths(fn, monkeypatch)
     assert_tree_close(out_c, out_x, atol=1e-4, rtol=1e-4)
@@ -254,12 +298,26 @@ def test_paths_agree_inside_a_jitted_while_loop(native, monkeypatch, kind):
             w, a, act, key, k = c
             key, sub = jax.random.split(key)
             order = jax.random.permutation(sub, m).astype(jnp.int32)
-            w, a, act, _ = dcd.dcd_epoch(w, a, rows, jnp.asarray(y), jnp.asarray(u), order,
-                                         sq_norms=q, n_epochs=2, active=act)
+            w, a, act, _ = dcd.dcd_epoch(
+                w,
+                a,
+                rows,
+                jnp.asarray(y),
+                jnp.asarray(u),
+                order,
+                sq_norms=q,
+                n_epochs=2,
+                active=act,
+            )
             return w, a, act, key, k + 1
 
-        init = (jnp.zeros(X.shape[1] + 1, jnp.float32), jnp.zeros(m, jnp.float32),
-                dcd.all_active(m), key, jnp.int32(0))
+        init = (
+            jnp.zeros(X.shape[1] + 1, jnp.float32),
+            jnp.zeros(m, jnp.float32),
+            dcd.all_active(m),
+            key,
+            jnp.int32(0),
+        )
         return lax.while_loop(lambda c: c[4] < 5, body, init)[:3]
 
     out_c, out_x = both_paths(lambda: loop(jax.random.key(0)), monkeypatch)
@@ -282,7 +340,11 @@ def test_weight_change_equals_alpha_change_times_rows(kind, bias):
     a0[u == 0] = 0
     order = rng.permutation(len(y)).astype(np.int32)
     w, a = run_epoch(rows_of(kind, X, bias), w0, a0, y, u, order, n_epochs=3)
-    close(np.asarray(w, np.float64) - w0, Z.T @ ((np.asarray(a, np.float64) - a0) * y), atol=1e-4)
+    close(
+        np.asarray(w, np.float64) - w0,
+        Z.T @ ((np.asarray(a, np.float64) - a0) * y),
+        atol=1e-4,
+    )
     a = np.asarray(a)
     assert np.all(a >= 0) and np.all(a <= u)
     np.testing.assert_array_equal(a[u == 0], 0)
@@ -311,9 +373,11 @@ def test_dual_objective_never_decreases():
     w, a = jnp.zeros(X.shape[1] + 1, jnp.float32), jnp.zeros(len(y), jnp.float32)
     dual = []
     for t in range(5):
-        w, a = run_epoch(rows, w, a, y, u, np.asarray(dcd.random_order(jax.random.key(t), len(y))))
+        w, a = run_epoch(
+            rows, w, a, y, u, np.asarray(dcd.random_order(jax.random.key(t), len(y)))
+        )
         dual.append(float(jnp.sum(a) - 0.5 * w @ w))
-    assert all(b >= c - 1e-4 for c, b in zip(dual, dual[1:]))
+    assert all(b >= c - 1e-4 for c, b in itertools.pairwise(dual))
 
 
 # --------------------------------------------------------------------------
@@ -339,15 +403,26 @@ def test_vmap_with_shared_rows_matches_a_loop(path, kind, shrink, request):
     B, m = ys.shape
     rows = rows_of(kind, X, 1.0)
     q = dcd.sq_norms(rows)
-    kw = dict(active=dcd.all_active(m), pg_tol=0.01) if shrink else {}
+    kw = {"active": dcd.all_active(m), "pg_tol": 0.01} if shrink else {}
 
     def one(y, u, o):
-        return dcd.dcd_epoch(jnp.zeros(X.shape[1] + 1, jnp.float32), jnp.zeros(m, jnp.float32),
-                             rows, y, u, o, sq_norms=q, n_epochs=3, **kw)
+        return dcd.dcd_epoch(
+            jnp.zeros(X.shape[1] + 1, jnp.float32),
+            jnp.zeros(m, jnp.float32),
+            rows,
+            y,
+            u,
+            o,
+            sq_norms=q,
+            n_epochs=3,
+            **kw,
+        )
 
     got = jax.jit(jax.vmap(one))(ys, us, orders)
     for b in range(B):
-        assert_tree_close(jax.tree.map(lambda x: x[b], got), one(ys[b], us[b], orders[b]))
+        assert_tree_close(
+            jax.tree.map(lambda x: x[b], got), one(ys[b], us[b], orders[b])
+        )
 
 
 @pytest.mark.parametrize("path", ["native", "xla_path"])
@@ -362,12 +437,23 @@ def test_vmap_over_rows_matches_a_loop(path, kind, request):
 
     def one(rows, y, u, o):
         q = dcd.sq_norms(rows)
-        return dcd.dcd_epoch(jnp.zeros(X.shape[1] + 1, jnp.float32), jnp.zeros(m, jnp.float32),
-                             rows, y, u, o, sq_norms=q, n_epochs=2)
+        return dcd.dcd_epoch(
+            jnp.zeros(X.shape[1] + 1, jnp.float32),
+            jnp.zeros(m, jnp.float32),
+            rows,
+            y,
+            u,
+            o,
+            sq_norms=q,
+            n_epochs=2,
+        )
 
     got = jax.jit(jax.vmap(one))(rows_b, ys, us, orders)
     for b in range(2):
-        assert_tree_close(jax.tree.map(lambda x: x[b], got), one(rows_list[b], ys[b], us[b], orders[b]))
+        assert_tree_close(
+            jax.tree.map(lambda x: x[b], got),
+            one(rows_list[b], ys[b], us[b], orders[b]),
+        )
 
 
 def test_nested_vmap_with_partly_shared_operands(native):
@@ -378,14 +464,25 @@ def test_nested_vmap_with_partly_shared_operands(native):
     y0 = ys[0]
 
     def one(u, o):
-        return dcd.dcd_epoch(jnp.zeros(X.shape[1] + 1, jnp.float32), jnp.zeros(m, jnp.float32),
-                             rows, jnp.asarray(y0), u, o, sq_norms=q)
+        return dcd.dcd_epoch(
+            jnp.zeros(X.shape[1] + 1, jnp.float32),
+            jnp.zeros(m, jnp.float32),
+            rows,
+            jnp.asarray(y0),
+            u,
+            o,
+            sq_norms=q,
+        )
 
-    got = jax.vmap(jax.vmap(one, in_axes=(0, None)), in_axes=(None, 0))(us, orders)  # [orders, us]
+    got = jax.vmap(jax.vmap(one, in_axes=(0, None)), in_axes=(None, 0))(
+        us, orders
+    )  # [orders, us]
     assert got[0].shape == (3, 3, X.shape[1] + 1)
     for i in range(3):
         for j in range(3):
-            assert_tree_close(jax.tree.map(lambda x: x[i, j], got), one(us[j], orders[i]))
+            assert_tree_close(
+                jax.tree.map(lambda x: x[i, j], got), one(us[j], orders[i])
+            )
 
 
 @pytest.mark.parametrize("per_device", ["one problem", "vmap"])
@@ -398,19 +495,41 @@ def test_shard_map_over_two_devices_matches_vmap(native, per_device):
     q = dcd.sq_norms(rows)
 
     def one(rows, y, u, o):
-        w, a, act, st = dcd.dcd_epoch(jnp.zeros(X.shape[1] + 1, jnp.float32),
-                                      jnp.zeros(m, jnp.float32), rows, y, u, o, sq_norms=q,
-                                      n_epochs=3, active=dcd.all_active(m))
+        w, a, act, _ = dcd.dcd_epoch(
+            jnp.zeros(X.shape[1] + 1, jnp.float32),
+            jnp.zeros(m, jnp.float32),
+            rows,
+            y,
+            u,
+            o,
+            sq_norms=q,
+            n_epochs=3,
+            active=dcd.all_active(m),
+        )
         return w, a, act.mask
 
     many = jax.vmap(one, in_axes=(None, 0, 0, 0))
     if per_device == "one problem":  # with the default check_vma=True
-        local, kw = (lambda r, y, u, o: jax.tree.map(lambda t: t[None], one(r, y[0], u[0], o[0]))), {}
+        local, kw = (
+            (
+                lambda r, y, u, o: jax.tree.map(
+                    lambda t: t[None], one(r, y[0], u[0], o[0])
+                )
+            ),
+            {},
+        )
     else:  # vmap inside shard_map: the XLA branch needs check_vma=False (module docstring)
-        local, kw = many, dict(check_vma=False)
+        local, kw = many, {"check_vma": False}
     mesh = Mesh(np.asarray(jax.devices()[:2]), ("b",))
-    f = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), P("b"), P("b"), P("b")),
-                              out_specs=P("b"), **kw))
+    f = jax.jit(
+        jax.shard_map(
+            local,
+            mesh=mesh,
+            in_specs=(P(), P("b"), P("b"), P("b")),
+            out_specs=P("b"),
+            **kw,
+        )
+    )
     got = f(rows, ys, us, orders)
     assert_tree_close(got, many(rows, ys, us, orders), atol=0, rtol=0)
 
@@ -430,17 +549,34 @@ def solve(rows, y, u, dim, *, tol=1e-4, max_calls=20_000):
         def body(c):
             w, a, act, key, pg_tol, gap, n = c
             key, sub = jax.random.split(key)
-            w, a, act, st = dcd.dcd_epoch(w, a, rows, y, u, dcd.random_order(sub, m), sq_norms=q,
-                                          n_epochs=1000, active=act, pg_tol=pg_tol,
-                                          max_visits=5 * m)
+            w, a, act, st = dcd.dcd_epoch(
+                w,
+                a,
+                rows,
+                y,
+                u,
+                dcd.random_order(sub, m),
+                sq_norms=q,
+                n_epochs=1000,
+                active=act,
+                pg_tol=pg_tol,
+                max_visits=5 * m,
+            )
             ww = w @ w
             p = 0.5 * ww + jnp.sum(u * jnp.maximum(0, 1 - y * dcd.row_dots(rows, w)))
             gap = (p - (jnp.sum(a) - 0.5 * ww)) / p
             pg_tol = jnp.where(st.converged & (gap > tol), 0.1 * pg_tol, pg_tol)
             return w, a, act, key, pg_tol, gap, n + 1
 
-        init = (jnp.zeros(dim, jnp.float32), jnp.zeros(m, jnp.float32), dcd.all_active(m), key,
-                jnp.float32(1.0), jnp.float32(jnp.inf), jnp.int32(0))
+        init = (
+            jnp.zeros(dim, jnp.float32),
+            jnp.zeros(m, jnp.float32),
+            dcd.all_active(m),
+            key,
+            jnp.float32(1.0),
+            jnp.float32(jnp.inf),
+            jnp.int32(0),
+        )
         return lax.while_loop(lambda c: (c[5] > tol) & (c[6] < max_calls), body, init)
 
     w, a, _, _, _, gap, _ = run(jax.random.key(0))
@@ -449,13 +585,19 @@ def solve(rows, y, u, dim, *, tol=1e-4, max_calls=20_000):
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("C", [0.1, 1.0])
-def test_solve_reaches_liblinear_objective_on_page_blocks(page_blocks, fit_intercept, C):
+def test_solve_reaches_liblinear_objective_on_page_blocks(
+    page_blocks, fit_intercept, C
+):
     X, labels = page_blocks
     y = np.where(labels > 0, 1.0, -1.0)
     bias = 1.0 if fit_intercept else 0.0
     Z = design(X, bias)
-    w, a, gap = solve(dcd.hinge_rows(X, bias=bias), jnp.asarray(y, jnp.float32),
-                      jnp.full(y.shape, C, jnp.float32), Z.shape[1])
+    w, a, gap = solve(
+        dcd.hinge_rows(X, bias=bias),
+        jnp.asarray(y, jnp.float32),
+        jnp.full(y.shape, C, jnp.float32),
+        Z.shape[1],
+    )
     assert gap <= 1e-4
     primal = 0.5 * w @ w + C * np.maximum(0, 1 - y * (Z @ w)).sum()
     wa = Z.T @ (a * y)  # a feasible dual point, certified in float64
@@ -464,8 +606,15 @@ def test_solve_reaches_liblinear_objective_on_page_blocks(page_blocks, fit_inter
     assert (primal - dual) / primal <= 1.05e-4
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        ref = LinearSVC(C=C, loss="hinge", dual=True, tol=1e-7, max_iter=1_000_000,
-                        fit_intercept=fit_intercept, intercept_scaling=1.0).fit(X, labels)
+        ref = LinearSVC(
+            C=C,
+            loss="hinge",
+            dual=True,
+            tol=1e-7,
+            max_iter=1_000_000,
+            fit_intercept=fit_intercept,
+            intercept_scaling=1.0,
+        ).fit(X, labels)
     w_ref = np.r_[ref.coef_[0], ref.intercept_[0]] if fit_intercept else ref.coef_[0]
     f_ref = 0.5 * w_ref @ w_ref + C * np.maximum(0, 1 - y * (Z @ w_ref)).sum()
     assert abs(primal - f_ref) <= 1e-3 * f_ref
@@ -482,9 +631,14 @@ def test_native_kernel_reads_the_jax_buffer_without_a_copy(native):
     rows = dcd.hinge_rows(X, bias=1.0)
     q = dcd.sq_norms(rows)
     # rows passed as a jit argument (a closed-over array becomes a constant of the program)
-    f = jax.jit(lambda rows, w, a: dcd.dcd_epoch(w, a, rows, y, u, np.arange(len(y), dtype=np.int32),
-                                                 sq_norms=q))
-    jax.block_until_ready(f(rows, jnp.zeros(X.shape[1] + 1, jnp.float32), jnp.zeros(len(y), jnp.float32)))
+    f = jax.jit(
+        lambda rows, w, a: dcd.dcd_epoch(
+            w, a, rows, y, u, np.arange(len(y), dtype=np.int32), sq_norms=q
+        )
+    )
+    jax.block_until_ready(
+        f(rows, jnp.zeros(X.shape[1] + 1, jnp.float32), jnp.zeros(len(y), jnp.float32))
+    )
     lib = dcd._load_native()
     lib.jaxrank_dcd_last_rows_ptr.restype = ctypes.c_void_p
     assert lib.jaxrank_dcd_last_rows_ptr() == rows.X.unsafe_buffer_pointer()
@@ -495,7 +649,14 @@ def test_native_kernel_rejects_out_of_range_order(native):
     order = np.arange(len(y), dtype=np.int32)
     order[5] = len(y)
     with pytest.raises(Exception, match="order\\[5\\]"):
-        run_epoch(dcd.hinge_rows(X), np.zeros(X.shape[1], F32), np.zeros(len(y), F32), y, u, order)
+        run_epoch(
+            dcd.hinge_rows(X),
+            np.zeros(X.shape[1], F32),
+            np.zeros(len(y), F32),
+            y,
+            u,
+            order,
+        )
 
 
 def test_missing_library_warns_once_and_falls_back_to_xla(monkeypatch):
@@ -506,10 +667,17 @@ def test_missing_library_warns_once_and_falls_back_to_xla(monkeypatch):
         assert not dcd.native_available()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no second warning
-        w, a = run_epoch(dcd.hinge_rows(X, bias=1.0), np.zeros(X.shape[1] + 1, F32),
-                         np.zeros(30, F32), y, u, np.arange(30, dtype=np.int32))
-    w_ref, a_ref, _, _ = literal_pass(np.zeros(X.shape[1] + 1), np.zeros(30), design(X, 1.0), y, u,
-                                      np.arange(30))
+        w, a = run_epoch(
+            dcd.hinge_rows(X, bias=1.0),
+            np.zeros(X.shape[1] + 1, F32),
+            np.zeros(30, F32),
+            y,
+            u,
+            np.arange(30, dtype=np.int32),
+        )
+    w_ref, a_ref, _, _ = literal_pass(
+        np.zeros(X.shape[1] + 1), np.zeros(30), design(X, 1.0), y, u, np.arange(30)
+    )
     close(a, a_ref)
     close(w, w_ref)
 
@@ -523,21 +691,31 @@ def test_bad_input_raises_clear_errors():
     X, y, u = problem(m=20)
     rows = dcd.hinge_rows(X, bias=1.0)
     q = dcd.sq_norms(rows)
-    w, a, o = jnp.zeros(8, jnp.float32), jnp.zeros(20, jnp.float32), jnp.arange(20, dtype=jnp.int32)
+    w, a, o = (
+        jnp.zeros(8, jnp.float32),
+        jnp.zeros(20, jnp.float32),
+        jnp.arange(20, dtype=jnp.int32),
+    )
     y, u = jnp.asarray(y), jnp.asarray(u)
 
     def call(**over):
-        args = dict(w=w, alpha=a, rows=rows, labels=y, upper=u, order=o)
-        kw = dict(sq_norms=q)
+        args = {"w": w, "alpha": a, "rows": rows, "labels": y, "upper": u, "order": o}
+        kw = {"sq_norms": q}
         for k, v in over.items():
             (args if k in args else kw)[k] = v
         return dcd.dcd_epoch(*args.values(), **kw)
 
-    with pytest.raises(ValueError, match="w must have d = 7 or d \\+ 1 = 8 entries; got 9"):
+    with pytest.raises(
+        ValueError, match="w must have d = 7 or d \\+ 1 = 8 entries; got 9"
+    ):
         call(w=jnp.zeros(9, jnp.float32))
-    with pytest.raises(ValueError, match="bias = 1.0 != 0 needs w with n_cols \\+ 1 = 8"):
+    with pytest.raises(
+        ValueError, match="bias = 1.0 != 0 needs w with n_cols \\+ 1 = 8"
+    ):
         call(w=jnp.zeros(7, jnp.float32))
-    with pytest.raises(ValueError, match="alpha must have shape \\(20,\\); got \\(19,\\)"):
+    with pytest.raises(
+        ValueError, match="alpha must have shape \\(20,\\); got \\(19,\\)"
+    ):
         call(alpha=jnp.zeros(19, jnp.float32))
     with pytest.raises(TypeError, match="order must have dtype int32; got float32"):
         call(order=o.astype(jnp.float32))
@@ -549,12 +727,18 @@ def test_bad_input_raises_clear_errors():
         call(rows=jnp.asarray(X))
     with pytest.raises(ValueError, match="n_epochs must be >= 1"):
         call(n_epochs=0)
-    with pytest.raises(ValueError, match="pg_tol and max_visits apply only with shrinking"):
+    with pytest.raises(
+        ValueError, match="pg_tol and max_visits apply only with shrinking"
+    ):
         call(pg_tol=0.1)
     with pytest.raises(TypeError, match="active must be an ActiveSet"):
         call(active=jnp.ones(20, bool))
     with pytest.raises(TypeError, match="active.mask must have dtype bool"):
-        call(active=dcd.ActiveSet(jnp.ones(20, jnp.int32), jnp.float32(1), jnp.float32(-1)))
+        call(
+            active=dcd.ActiveSet(
+                jnp.ones(20, jnp.int32), jnp.float32(1), jnp.float32(-1)
+            )
+        )
     with pytest.raises(ValueError, match="X must be 2-D"):
         dcd.hinge_rows(np.zeros(5))
     with pytest.raises(TypeError, match="X must be a real"):

@@ -81,7 +81,7 @@ typedef struct {
     const int32_t *order; /* [m] visiting order of the first pass */
     float *w;         /* [dim] in/out */
     float *alpha;     /* [m] in/out */
-    int32_t *list;    /* [m] workspace */
+    int32_t *list;    /* [2 m] workspace: the visiting list, then the samples shrunk in a pass */
     uint8_t *active;  /* [m] in/out shrinking mask, or NULL (no shrinking) */
     float *pg_old;    /* [2] in/out (PGmax_old, PGmin_old), with active */
     float pg_tol;     /* with active: reactivate / stop when PGmax - PGmin <= pg_tol */
@@ -197,9 +197,8 @@ static int check_dims(const dcd_problem *p, char *err, size_t errlen) {
  * first `act`).  Pass 1 visits them in the order of p->order; every later
  * pass first reshuffles list[0:act] (Fisher-Yates; liblinear reshuffles every
  * pass).  With shrinking (p->active != NULL) a sample leaves the active part
- * when liblinear's test says so (at the end of the pass: unlike liblinear's
- * swap with the last active sample, this keeps the visiting order); after a
- * pass with
+ * when liblinear's test says so (at the end of the pass, keeping the visiting
+ * order; liblinear instead swaps in the last active sample); after a pass with
  * PGmax - PGmin <= pg_tol the shrunk samples are reactivated, or, if none
  * was shrunk, the call stops (converged).  Returns 0, or 1 with a message.
  * `sparse` is a compile-time constant at both call sites (specialised). */
@@ -255,9 +254,10 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
         }
         pgmax_new = -INFINITY;
         pgmin_new = INFINITY;
-        /* kept samples move to list[0:kept] in visiting order; the shrunk
-         * ones end up in list[kept:act] */
-        int64_t kept = 0;
+        /* kept samples move to list[0:kept], the ones shrunk in this pass to
+         * list[kept:act], both in visiting order */
+        int32_t *restrict shrunk = list + m;
+        int64_t kept = 0, nshrunk = 0;
         for (int64_t s = 0; s < act; s++) {
             const int64_t i = list[s];
             const float ui = p->u[i];
@@ -270,15 +270,20 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
             const float a = alpha[i];
             double PG = 0.0;
             if (a <= 0.0f) {
-                if (G > pgmax_old) continue; /* shrink (never without a mask: +inf) */
+                if (G > pgmax_old) { /* shrink (never without a mask: +inf) */
+                    shrunk[nshrunk++] = (int32_t)i;
+                    continue;
+                }
                 if (G < 0.0) PG = G;
             } else if (a >= ui) {
-                if (G < pgmin_old) continue; /* shrink */
+                if (G < pgmin_old) { /* shrink */
+                    shrunk[nshrunk++] = (int32_t)i;
+                    continue;
+                }
                 if (G > 0.0) PG = G;
             } else {
                 PG = G;
             }
-            list[s] = list[kept];
             list[kept++] = (int32_t)i;
             if (PG > pgmax_new) pgmax_new = PG;
             if (PG < pgmin_new) pgmin_new = PG;
@@ -305,6 +310,7 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
                 }
             }
         }
+        memcpy(list + kept, shrunk, (size_t)nshrunk * sizeof(int32_t));
         act = kept;
         passes++;
         if (shrink) {
@@ -587,7 +593,7 @@ static int rows_at(bctx *c, const rows_view *r, int64_t b, dcd_problem *p) {
 /* args: w, alpha, <rows>, bias, sqn, y, u, order[, active, pg_old, pg_tol, max_visits]
  * rets: w, alpha, workspace[, active, pg_old, pg_stats, counts, converged]
  *   pg_old, pg_stats: float32 [2]; counts: int32 [2] (passes, visits);
- *   converged: pred []; workspace: int32 [m] (scratch, discarded)
+ *   converged: pred []; workspace: int32 [2 m] (scratch, discarded)
  * attrs: n_epochs (int) */
 static XLA_FFI_Error *epoch_handler(XLA_FFI_CallFrame *cf, int sparse) {
     if (metadata_query(cf)) return NULL;
@@ -639,7 +645,7 @@ static XLA_FFI_Error *epoch_handler(XLA_FFI_CallFrame *cf, int sparse) {
         CHECK(rows_at(&c, &rows, b, &p));
         const int64_t m = p.m;
         if (alpha.core_dims[0] != m || sqn.core_dims[0] != m || y.core_dims[0] != m ||
-            u.core_dims[0] != m || order.core_dims[0] != m || work_o.core_dims[0] != m) {
+            u.core_dims[0] != m || order.core_dims[0] != m || work_o.core_dims[0] != 2 * m) {
             snprintf(c.msg, sizeof c.msg, "alpha, sq_norms, labels, upper and order need %lld entries",
                      (long long)m);
             FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);

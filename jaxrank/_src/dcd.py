@@ -19,19 +19,38 @@ order)::
 so ``w_out - w_in = sum_i (alpha_out_i - alpha_in_i) y_i z_i`` holds for any
 ``w_in`` (the kernel never needs ``w_other``).
 
-**Two implementations, same iterates.** On CPU the epochs run as native code
-(``dcd.c``, built into ``jaxrank/_src/_dcd*.so`` by ``setup.py``), called as an
-XLA FFI custom call: XLA hands the kernel its own buffers, so the rows are
-never copied (about 1 us per call in a loop; a ``jax.pure_callback`` copies
-every operand on each call, 0.15 s for a 4e5 x 100 float32 matrix). On other
-platforms, and on CPU when the library is missing (a warning says why once),
-the same algorithm runs as a ``lax.fori_loop``: the same iterates up to
-float32 rounding (the C kernel accumulates each ``z_i^T w`` in float64, XLA
-in float32), at about 1-2 us per coordinate instead of ~10-70 ns.
+**Two implementations, same iterates.** On CPU the passes run as native code
+(``dcd.c``, built into ``jaxrank/_src/_dcd*.so`` by ``setup.py``), called as
+an XLA FFI custom call (``jax.ffi.ffi_call``): XLA hands the kernel its own
+buffers, so the rows are never copied, and a call costs about 1 us inside a
+jitted loop. (A ``jax.pure_callback`` copies every operand on every call:
+~0.1 s for a 4e5 x 100 float32 matrix; see ``bench/results/dcd.md``.) On other
+platforms, and on CPU when the library is missing (a warning says why, once),
+the same algorithm runs as XLA ``lax`` loops: the same iterates up to float32
+rounding (the C kernel accumulates each ``z_i^T w`` in float64, XLA in
+float32), at 1-3 us per coordinate instead of 10-100 ns. The choice is made
+by ``lax.platform_dependent``.
 
-All functions are pure and compose with ``jit``, ``lax.while_loop``,
-``vmap`` (batched ``w``/``alpha``/``labels``/``upper``/``order``, with shared
-or batched rows; the whole batch goes to one native call) and ``shard_map``.
+**Solver loop.** :func:`dcd_epoch` with ``active`` runs liblinear's outer loop
+(reshuffle every pass, shrinking, reactivation) for at most ``n_epochs``
+passes or ``max_visits`` coordinate visits; the caller draws a fresh
+``order`` per call (:func:`random_order`) and checks the duality gap between
+calls, ``(P - D) / P`` with ``P = 1/2 ||w||^2 + sum_i u_i max(0, 1 - y_i
+z_i^T w)`` (:func:`row_dots`) and ``D = sum_i alpha_i - 1/2 ||w||^2``,
+lowering ``pg_tol`` 10x when a call ``converged`` but the gap did not.
+``bench/dcd.py`` is this loop as one jitted ``lax.while_loop``; with
+``max_visits = 5 m`` it reaches a gap of 1e-4 within 0.6-2.4x the time
+liblinear needs for 0.1 % of the optimum on the datasets there; shrinking
+makes it 2-20x faster than plain passes.
+
+**Composition.** All functions are pure and compose with ``jit``,
+``lax.while_loop``, ``vmap`` (batched ``w``/``alpha``/``labels``/``upper``/
+``order``, shared or batched rows; the whole batch goes to one native call)
+and ``shard_map`` (one problem per device with the default ``check_vma``;
+``vmap`` inside ``shard_map`` needs ``check_vma=False``, because the XLA
+branch that ``platform_dependent`` also traces trips a JAX varying-axes
+check). Pass large rows to ``jit`` as arguments: a closed-over array becomes
+a constant of the program and is copied.
 
 Example (BinarySVM's objective ``1/2 ||[w, b]||^2 + C sum_i max(0, 1 - y_i
 (w^T x_i + b))``, the intercept as a constant feature)::
@@ -162,9 +181,11 @@ def hinge_rows(X, *, bias: float = 0.0) -> HingeRows:
         if A.ndim != 2:
             raise ValueError(f"X must be 2-D; got {A.ndim}-D.")
         _check_real_dtype(A.dtype)
-        m, d = A.shape
+        d = A.shape[1]
         if A.nnz > np.iinfo(np.int32).max or d > np.iinfo(np.int32).max:
-            raise ValueError(f"X is too large for int32 indices (nnz {A.nnz}, {d} columns).")
+            raise ValueError(
+                f"X is too large for int32 indices (nnz {A.nnz}, {d} columns)."
+            )
         return HingeRows(
             X=None,
             indptr=jnp.asarray(A.indptr.astype(np.int32)),
@@ -179,14 +200,24 @@ def hinge_rows(X, *, bias: float = 0.0) -> HingeRows:
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D [m, d]; got shape {tuple(X.shape)}.")
     Xd = jnp.asarray(X, _F32)
-    return HingeRows(X=Xd, indptr=None, indices=None, values=None, bias=bias_arr,
-                     n_cols=jnp.asarray(Xd.shape[1], _I32))
+    return HingeRows(
+        X=Xd,
+        indptr=None,
+        indices=None,
+        values=None,
+        bias=bias_arr,
+        n_cols=jnp.asarray(Xd.shape[1], _I32),
+    )
 
 
 def _check_real_dtype(dtype):
     dt = np.dtype(dtype)
-    if not (np.issubdtype(dt, np.floating) or np.issubdtype(dt, np.integer) or dt == bool):
-        raise TypeError(f"X must be a real (bool, int or float) matrix; got dtype {dt}.")
+    if not (
+        np.issubdtype(dt, np.floating) or np.issubdtype(dt, np.integer) or dt == bool
+    ):
+        raise TypeError(
+            f"X must be a real (bool, int or float) matrix; got dtype {dt}."
+        )
 
 
 def _rows_from_bcoo(A, bias_arr) -> HingeRows:
@@ -249,7 +280,9 @@ def _native_sq_norms(rows):
     target = "jaxrank_sq_norms_csr" if rows.is_sparse else "jaxrank_sq_norms_dense"
     out = jax.ShapeDtypeStruct((rows.n_rows,), _F32)
     ops = (*_rows_operands(rows), rows.bias)
-    return _vary_results(jax.ffi.ffi_call(target, out, vmap_method="expand_dims")(*ops), ops)
+    return _vary_results(
+        jax.ffi.ffi_call(target, out, vmap_method="expand_dims")(*ops), ops
+    )
 
 
 # --------------------------------------------------------------------------
@@ -272,8 +305,11 @@ _STATE: dict = {}
 
 def _library_path():
     here = os.path.dirname(os.path.abspath(__file__))
-    hits = sorted(glob.glob(os.path.join(here, "_dcd*.so")) + glob.glob(os.path.join(here, "_dcd*.pyd"))
-                  + glob.glob(os.path.join(here, "_dcd*.dylib")))
+    hits = sorted(
+        glob.glob(os.path.join(here, "_dcd*.so"))
+        + glob.glob(os.path.join(here, "_dcd*.pyd"))
+        + glob.glob(os.path.join(here, "_dcd*.dylib"))
+    )
     return hits[0] if hits else None
 
 
@@ -287,8 +323,10 @@ def _load_native():
         if os.environ.get("JAXRANK_DISABLE_NATIVE", "") not in ("", "0"):
             reason = "JAXRANK_DISABLE_NATIVE is set"
         elif path is None:
-            reason = ("the compiled kernel jaxrank/_src/_dcd*.so is missing (build it with "
-                      "`pip install .`, or `python setup.py build_ext --inplace` in a checkout)")
+            reason = (
+                "the compiled kernel jaxrank/_src/_dcd*.so is missing (build it with "
+                "`pip install .`, or `python setup.py build_ext --inplace` in a checkout)"
+            )
         else:
             try:
                 cand = ctypes.CDLL(path)
@@ -297,10 +335,11 @@ def _load_native():
                 if version != _ABI_VERSION:
                     raise OSError(f"ABI version {version}, expected {_ABI_VERSION}")
                 for name in _TARGETS:
-                    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(cand, name)),
-                                                platform="cpu")
+                    jax.ffi.register_ffi_target(
+                        name, jax.ffi.pycapsule(getattr(cand, name)), platform="cpu"
+                    )
                 lib = cand
-            except Exception as e:  # noqa: BLE001 - any failure means: use XLA
+            except Exception as e:  # noqa: BLE001 - any failure: use the XLA path
                 reason = f"loading {path} failed: {type(e).__name__}: {e}"
         if lib is None:
             warnings.warn(
@@ -341,7 +380,9 @@ def _is_concrete(x) -> bool:
 
 def _check_rows(rows):
     if not isinstance(rows, HingeRows):
-        raise TypeError(f"rows must be a HingeRows (see hinge_rows); got {type(rows).__name__}.")
+        raise TypeError(
+            f"rows must be a HingeRows (see hinge_rows); got {type(rows).__name__}."
+        )
     dense = rows.X is not None
     csr = [f is not None for f in (rows.indptr, rows.indices, rows.values)]
     if dense == any(csr) or (not dense and not all(csr)):
@@ -350,11 +391,15 @@ def _check_rows(rows):
     _check_array("rows.n_cols", rows.n_cols, (), _I32)
     if dense:
         if jnp.ndim(rows.X) != 2:
-            raise ValueError(f"rows.X must be 2-D [m, d]; got shape {jnp.shape(rows.X)}.")
+            raise ValueError(
+                f"rows.X must be 2-D [m, d]; got shape {jnp.shape(rows.X)}."
+            )
         _check_array("rows.X", rows.X, jnp.shape(rows.X), _F32)
     else:
         if jnp.ndim(rows.indptr) != 1 or jnp.shape(rows.indptr)[0] < 1:
-            raise ValueError(f"rows.indptr must be [m + 1]; got shape {jnp.shape(rows.indptr)}.")
+            raise ValueError(
+                f"rows.indptr must be [m + 1]; got shape {jnp.shape(rows.indptr)}."
+            )
         nnz = jnp.shape(rows.values)
         if len(nnz) != 1 or jnp.shape(rows.indices) != nnz:
             raise ValueError(
@@ -368,11 +413,17 @@ def _check_rows(rows):
 
 def _check_array(name, x, shape, dtype):
     if not hasattr(x, "dtype") or not hasattr(x, "shape"):
-        raise TypeError(f"{name} must be a {jnp.dtype(dtype).name} array; got {type(x).__name__}.")
+        raise TypeError(
+            f"{name} must be a {jnp.dtype(dtype).name} array; got {type(x).__name__}."
+        )
     if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}; got {tuple(x.shape)}.")
+        raise ValueError(
+            f"{name} must have shape {tuple(shape)}; got {tuple(x.shape)}."
+        )
     if jnp.dtype(x.dtype) != jnp.dtype(dtype):
-        raise TypeError(f"{name} must have dtype {jnp.dtype(dtype).name}; got {jnp.dtype(x.dtype).name}.")
+        raise TypeError(
+            f"{name} must have dtype {jnp.dtype(dtype).name}; got {jnp.dtype(x.dtype).name}."
+        )
 
 
 def _check_w(w, rows):
@@ -383,11 +434,15 @@ def _check_w(w, rows):
     if not rows.is_sparse:
         d = rows.X.shape[1]
         if dim not in (d, d + 1):
-            raise ValueError(f"w must have d = {d} or d + 1 = {d + 1} entries; got {dim}.")
+            raise ValueError(
+                f"w must have d = {d} or d + 1 = {d + 1} entries; got {dim}."
+            )
     if _is_concrete(rows.n_cols):
         d = int(rows.n_cols)
         if dim not in (d, d + 1):
-            raise ValueError(f"w must have n_cols = {d} or n_cols + 1 entries; got {dim}.")
+            raise ValueError(
+                f"w must have n_cols = {d} or n_cols + 1 entries; got {dim}."
+            )
         if _is_concrete(rows.bias) and float(rows.bias) != 0 and dim != d + 1:
             raise ValueError(
                 f"rows.bias = {float(rows.bias)} != 0 needs w with n_cols + 1 = {d + 1} "
@@ -444,7 +499,9 @@ def all_active(m: int) -> ActiveSet:
         m: number of rows (static int).
     """
     m = operator.index(m)
-    return ActiveSet(jnp.ones((m,), bool), jnp.asarray(jnp.inf, _F32), jnp.asarray(-jnp.inf, _F32))
+    return ActiveSet(
+        jnp.ones((m,), bool), jnp.asarray(jnp.inf, _F32), jnp.asarray(-jnp.inf, _F32)
+    )
 
 
 _DEFAULT_PG_TOL = 0.1  # liblinear's default eps for -s 3
@@ -529,20 +586,30 @@ def dcd_epoch(
     _check_rows(rows)
     m = rows.n_rows
     _check_w(w, rows)
-    for name, x, dt in (("alpha", alpha, _F32), ("labels", labels, _F32), ("upper", upper, _F32),
-                        ("order", order, _I32), ("sq_norms", sq_norms, _F32)):
+    for name, x, dt in (
+        ("alpha", alpha, _F32),
+        ("labels", labels, _F32),
+        ("upper", upper, _F32),
+        ("order", order, _I32),
+        ("sq_norms", sq_norms, _F32),
+    ):
         _check_array(name, x, (m,), dt)
-    w, alpha, labels, upper, order, sq_norms = map(jnp.asarray, (w, alpha, labels, upper, order, sq_norms))
+    w, alpha, labels, upper, order, sq_norms = map(
+        jnp.asarray, (w, alpha, labels, upper, order, sq_norms)
+    )
     n_epochs = operator.index(n_epochs)
     if n_epochs < 1:
         raise ValueError(f"n_epochs must be >= 1; got {n_epochs}.")
     if active is None:
         if pg_tol is not None or max_visits is not None:
             raise ValueError(
-                "pg_tol and max_visits apply only with shrinking; pass active=all_active(m) too.")
+                "pg_tol and max_visits apply only with shrinking; pass active=all_active(m) too."
+            )
     else:
         if not isinstance(active, ActiveSet):
-            raise TypeError(f"active must be an ActiveSet (see all_active); got {type(active).__name__}.")
+            raise TypeError(
+                f"active must be an ActiveSet (see all_active); got {type(active).__name__}."
+            )
         _check_array("active.mask", active.mask, (m,), jnp.bool_)
         _check_array("active.pg_max", active.pg_max, (), _F32)
         _check_array("active.pg_min", active.pg_min, (), _F32)
@@ -551,16 +618,25 @@ def dcd_epoch(
             raise ValueError(f"pg_tol must be a scalar; got shape {jnp.shape(pg_tol)}.")
         max_visits = jnp.asarray(0 if max_visits is None else max_visits, _I32)
         if jnp.ndim(max_visits) != 0:
-            raise ValueError(f"max_visits must be a scalar; got shape {jnp.shape(max_visits)}.")
+            raise ValueError(
+                f"max_visits must be a scalar; got shape {jnp.shape(max_visits)}."
+            )
         active = (active, pg_tol, max_visits)
     args = (w, alpha, rows, labels, upper, order, sq_norms, active)
-    out = _dispatch(functools.partial(_native_epoch, n_epochs=n_epochs),
-                    functools.partial(_xla_epoch, n_epochs=n_epochs), *args)
+    out = _dispatch(
+        functools.partial(_native_epoch, n_epochs=n_epochs),
+        functools.partial(_xla_epoch, n_epochs=n_epochs),
+        *args,
+    )
     if active is None:
         return out[0], out[1]
     w, alpha, mask, pg_old, pg_new, counts, conv = out
-    return (w, alpha, ActiveSet(mask, pg_old[0], pg_old[1]),
-            DCDStats(pg_new[0], pg_new[1], counts[0], counts[1], conv))
+    return (
+        w,
+        alpha,
+        ActiveSet(mask, pg_old[0], pg_old[1]),
+        DCDStats(pg_new[0], pg_new[1], counts[0], counts[1], conv),
+    )
 
 
 def _rows_operands(rows):
@@ -572,17 +648,31 @@ def _rows_operands(rows):
 def _native_epoch(w, alpha, rows, labels, upper, order, sqn, driver, *, n_epochs):
     m = alpha.shape[0]
     ops = (w, alpha, *_rows_operands(rows), rows.bias, sqn, labels, upper, order)
-    outs = [jax.ShapeDtypeStruct(w.shape, _F32), jax.ShapeDtypeStruct((m,), _F32),
-            jax.ShapeDtypeStruct((m,), _I32)]
+    outs = [
+        jax.ShapeDtypeStruct(w.shape, _F32),
+        jax.ShapeDtypeStruct((m,), _F32),
+        jax.ShapeDtypeStruct((2 * m,), _I32),  # workspace
+    ]
     active = None if driver is None else driver[0]
     if active is not None:
         _, pg_tol, max_visits = driver
-        ops += (active.mask, jnp.stack([active.pg_max, active.pg_min]), pg_tol, max_visits)
-        outs += [jax.ShapeDtypeStruct((m,), jnp.bool_), jax.ShapeDtypeStruct((2,), _F32),
-                 jax.ShapeDtypeStruct((2,), _F32), jax.ShapeDtypeStruct((2,), _I32),
-                 jax.ShapeDtypeStruct((), jnp.bool_)]
+        ops += (
+            active.mask,
+            jnp.stack([active.pg_max, active.pg_min]),
+            pg_tol,
+            max_visits,
+        )
+        outs += [
+            jax.ShapeDtypeStruct((m,), jnp.bool_),
+            jax.ShapeDtypeStruct((2,), _F32),
+            jax.ShapeDtypeStruct((2,), _F32),
+            jax.ShapeDtypeStruct((2,), _I32),
+            jax.ShapeDtypeStruct((), jnp.bool_),
+        ]
     target = "jaxrank_dcd_epoch_csr" if rows.is_sparse else "jaxrank_dcd_epoch_dense"
-    res = jax.ffi.ffi_call(target, outs, vmap_method="expand_dims")(*ops, n_epochs=np.int64(n_epochs))
+    res = jax.ffi.ffi_call(target, outs, vmap_method="expand_dims")(
+        *ops, n_epochs=np.int64(n_epochs)
+    )
     res = _vary_results(res, ops)
     if active is None:
         return res[0], res[1], None, None, None, None, None
@@ -611,14 +701,22 @@ def _xla_row_access(rows, dim):
     indptr, indices, values, bcol = rows.indptr, rows.indices, rows.values, rows.n_cols
 
     def dot(i, w):
-        s = lax.fori_loop(indptr[i], indptr[i + 1],
-                          lambda k, s: s + values[k] * w[indices[k]], jnp.zeros((), _F32))
+        s = lax.fori_loop(
+            indptr[i],
+            indptr[i + 1],
+            lambda k, s: s + values[k] * w[indices[k]],
+            jnp.zeros((), _F32),
+        )
         # bias column n_cols (absent if dim == n_cols: fill 0; then bias == 0 anyway)
         return s + bias * jnp.take(w, bcol, mode="fill", fill_value=0)
 
     def axpy(i, a, w):
-        w = lax.fori_loop(indptr[i], indptr[i + 1],
-                          lambda k, w: w.at[indices[k]].add(a * values[k]), w)
+        w = lax.fori_loop(
+            indptr[i],
+            indptr[i + 1],
+            lambda k, w: w.at[indices[k]].add(a * values[k]),
+            w,
+        )
         return w.at[bcol].add(a * bias, mode="drop")
 
     return dot, axpy
@@ -689,12 +787,17 @@ def _xla_epoch(w, alpha, rows, labels, upper, order, sqn, driver, *, n_epochs):
     off = valid & ~on
     nf = jnp.sum(on, dtype=_I32)
     n = nf + jnp.sum(off, dtype=_I32)
-    pos = jnp.where(on, jnp.cumsum(on, dtype=_I32) - 1,
-                    jnp.where(off, nf + jnp.cumsum(off, dtype=_I32) - 1, m))
+    pos = jnp.where(
+        on,
+        jnp.cumsum(on, dtype=_I32) - 1,
+        jnp.where(off, nf + jnp.cumsum(off, dtype=_I32) - 1, m),
+    )
     lst = _vary(jnp.zeros((m,), _I32).at[pos].set(order, mode="drop"), zero)
     if m > 0:
-        seed = _hash32(_hash32(order[0].astype(_U32))
-                       ^ _hash32(order[m - 1].astype(_U32) ^ _U32(m)))
+        seed = _hash32(
+            _hash32(order[0].astype(_U32))
+            ^ _hash32(order[m - 1].astype(_U32) ^ _U32(m))
+        )
     else:
         seed = _U32(0)
     golden = _U32(0x9E3779B9)
@@ -702,7 +805,9 @@ def _xla_epoch(w, alpha, rows, labels, upper, order, sqn, driver, *, n_epochs):
     def shuffle(lst, act, ctr):
         def swap(k, c):
             lst, ctr = c
-            j = k + _below(_hash32(seed + ctr * golden), (act - k).astype(_U32)).astype(_I32)
+            j = k + _below(_hash32(seed + ctr * golden), (act - k).astype(_U32)).astype(
+                _I32
+            )
             lk, lj = lst[k], lst[j]
             return lst.at[k].set(lj).at[j].set(lk), ctr + _U32(1)
 
@@ -711,60 +816,112 @@ def _xla_epoch(w, alpha, rows, labels, upper, order, sqn, driver, *, n_epochs):
     def no_shuffle(lst, act, ctr):
         return lst, ctr
 
-    def visit(s, c):
-        kept, w, alpha, lst, pg_old, pg_new, visits = c
+    def visit(lst, s, c):
+        w, alpha, pending, dropped, pg_old, pg_new, visits = c
+        # In-place updates: lst is only read here (the shrunk samples are
+        # compacted after the pass), and the new alpha_i is written at the
+        # start of the next step (`pending`), so no fusion reads alpha while
+        # another writes it (XLA would copy alpha for every coordinate).
+        alpha = alpha.at[pending[0]].set(pending[1])
         i = lst[s]
-        ui, yi, a = upper[i], labels[i], alpha[i]
+        ui, yi, a, q = upper[i], labels[i], alpha[i], sqn[i]
         G = yi * dot(i, w) - 1
         at_lo, at_hi = a <= 0, a >= ui
         drop = (at_lo & (G > pg_old[0])) | (~at_lo & at_hi & (G < pg_old[1]))
         PG = jnp.where(at_lo, jnp.minimum(G, 0), jnp.where(at_hi, jnp.maximum(G, 0), G))
         keep = ~drop
-        pg_new = (jnp.where(keep, jnp.maximum(pg_new[0], PG), pg_new[0]),
-                  jnp.where(keep, jnp.minimum(pg_new[1], PG), pg_new[1]))
-        q = sqn[i]
-        a_new = jnp.where(q > 0, jnp.clip(a - G / jnp.where(q > 0, q, 1), 0, ui),
-                          jnp.where(G < 0, ui, 0))
+        pg_new = (
+            jnp.where(keep, jnp.maximum(pg_new[0], PG), pg_new[0]),
+            jnp.where(keep, jnp.minimum(pg_new[1], PG), pg_new[1]),
+        )
+        a_new = jnp.where(
+            q > 0,
+            jnp.clip(a - G / jnp.where(q > 0, q, 1), 0, ui),
+            jnp.where(G < 0, ui, 0),
+        )
         a_new = jnp.where(keep & (jnp.abs(PG) > 1e-12), a_new, a)
         delta = (a_new - a) * yi
         w = lax.cond(delta != 0, lambda w: axpy(i, delta, w), lambda w: w, w)
-        alpha = alpha.at[i].set(a_new)
-        # kept samples move to lst[:kept] in visiting order (as dcd.c)
-        lst = jnp.where(keep, lst.at[s].set(lst[kept]).at[kept].set(i), lst)
+        dropped = dropped.at[s].set(drop)
         visits = jnp.where(visits < imax, visits + 1, visits)
-        return kept + keep.astype(_I32), w, alpha, lst, pg_old, pg_new, visits
+        return w, alpha, (i, a_new), dropped, pg_old, pg_new, visits
+
+    def compact(lst, act, dropped):
+        """Kept samples of lst[:act] first, then the shrunk ones (both in order)."""
+        pos = jnp.arange(m, dtype=_I32)
+        in_pass = pos < act
+        keep, out = in_pass & ~dropped, in_pass & dropped
+        kept = jnp.sum(keep, dtype=_I32)
+        dest = jnp.where(
+            keep,
+            jnp.cumsum(keep, dtype=_I32) - 1,
+            jnp.where(out, kept + jnp.cumsum(out, dtype=_I32) - 1, pos),
+        )
+        return jnp.zeros_like(lst).at[dest].set(lst), kept
 
     def one_pass(c):
         ep, act, w, alpha, lst, ctr, pg_old, pg_new, visits, conv, _ = c
         lst, ctr = lax.cond(ep > 0, shuffle, no_shuffle, lst, act, ctr)
         fresh = (_vary(-inf, zero), _vary(inf, zero))
-        act, w, alpha, lst, _, pg_new, visits = lax.fori_loop(
-            0, act, visit, (_vary(jnp.zeros((), _I32), zero), w, alpha, lst, pg_old, fresh, visits))
+        dropped = _vary(jnp.zeros((m,), bool), zero)
+        pending = (_vary(jnp.zeros((), _I32), zero), alpha[0])  # a no-op write
+        w, alpha, pending, dropped, _, pg_new, visits = lax.fori_loop(
+            0,
+            act,
+            functools.partial(visit, lst),
+            (w, alpha, pending, dropped, pg_old, fresh, visits),
+        )
+        alpha = alpha.at[pending[0]].set(pending[1])
+        lst, act = compact(lst, act, dropped)
         if shrink:
             small = pg_new[0] - pg_new[1] <= pg_tol
             conv = small & (act == n)
             react = small & (act != n)
             act = jnp.where(react, n, act)
-            nxt = (jnp.where(pg_new[0] <= 0, inf, pg_new[0]), jnp.where(pg_new[1] >= 0, -inf, pg_new[1]))
-            pg_old = (jnp.where(react, inf, jnp.where(conv, pg_old[0], nxt[0])),
-                      jnp.where(react, -inf, jnp.where(conv, pg_old[1], nxt[1])))
+            nxt = (
+                jnp.where(pg_new[0] <= 0, inf, pg_new[0]),
+                jnp.where(pg_new[1] >= 0, -inf, pg_new[1]),
+            )
+            pg_old = (
+                jnp.where(react, inf, jnp.where(conv, pg_old[0], nxt[0])),
+                jnp.where(react, -inf, jnp.where(conv, pg_old[1], nxt[1])),
+            )
             stop = conv | ((max_visits > 0) & (visits >= max_visits))
         else:
             stop = jnp.zeros((), bool)
         return ep + 1, act, w, alpha, lst, ctr, pg_old, pg_new, visits, conv, stop
 
     pg_old = (active.pg_max, active.pg_min) if shrink else (inf, -inf)
-    init = (jnp.zeros((), _I32), nf, w, alpha, lst, _U32(0), pg_old, (-inf, inf),
-            jnp.zeros((), _I32), jnp.zeros((), bool), jnp.zeros((), bool))
+    init = (
+        jnp.zeros((), _I32),
+        nf,
+        w,
+        alpha,
+        lst,
+        _U32(0),
+        pg_old,
+        (-inf, inf),
+        jnp.zeros((), _I32),
+        jnp.zeros((), bool),
+        jnp.zeros((), bool),
+    )
     init = jax.tree.map(lambda x: _vary(jnp.asarray(x), zero), init)
     ep, act, w, alpha, lst, _, pg_old, pg_new, visits, conv, _ = lax.while_loop(
-        lambda c: (c[0] < n_epochs) & ~c[10], one_pass, init)
+        lambda c: (c[0] < n_epochs) & ~c[10], one_pass, init
+    )
     if not shrink:
         return w, alpha, None, None, None, None, None
     idx = jnp.arange(m, dtype=_I32)
     mask = active.mask.at[jnp.where(idx < n, lst, m)].set(idx < act, mode="drop")
-    return (w, alpha, mask, jnp.stack(pg_old), jnp.stack(pg_new),
-            jnp.stack([ep, visits]), conv)
+    return (
+        w,
+        alpha,
+        mask,
+        jnp.stack(pg_old),
+        jnp.stack(pg_new),
+        jnp.stack([ep, visits]),
+        conv,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -794,7 +951,9 @@ def _native_dots(rows, w):
     target = "jaxrank_row_dots_csr" if rows.is_sparse else "jaxrank_row_dots_dense"
     out = jax.ShapeDtypeStruct((rows.n_rows,), _F32)
     ops = (w, *_rows_operands(rows), rows.bias)
-    return _vary_results(jax.ffi.ffi_call(target, out, vmap_method="expand_dims")(*ops), ops)
+    return _vary_results(
+        jax.ffi.ffi_call(target, out, vmap_method="expand_dims")(*ops), ops
+    )
 
 
 def _xla_dots(rows, w):
@@ -804,7 +963,9 @@ def _xla_dots(rows, w):
         s = rows.X @ w[:d]
         return s + rows.bias * w[d] if dim > d else s
     m = rows.n_rows
-    s = jax.ops.segment_sum(rows.values * w[rows.indices], _row_ids(rows), num_segments=m)
+    s = jax.ops.segment_sum(
+        rows.values * w[rows.indices], _row_ids(rows), num_segments=m
+    )
     return s + rows.bias * jnp.take(w, rows.n_cols, mode="fill", fill_value=0)
 
 
@@ -824,14 +985,18 @@ def random_order(key, m: int) -> jax.Array:
         ``[m]`` int32.
     """
     m = operator.index(m)
-    return _dispatch(functools.partial(_native_order, m=m), functools.partial(_xla_order, m=m), key)
+    return _dispatch(
+        functools.partial(_native_order, m=m), functools.partial(_xla_order, m=m), key
+    )
 
 
 def _native_order(key, *, m):
     seed = jax.random.bits(key, (2,), jnp.uint32)
     out = jax.ShapeDtypeStruct((m,), _I32)
-    return _vary_results(jax.ffi.ffi_call("jaxrank_random_order", out, vmap_method="expand_dims")(seed),
-                         (seed,))
+    return _vary_results(
+        jax.ffi.ffi_call("jaxrank_random_order", out, vmap_method="expand_dims")(seed),
+        (seed,),
+    )
 
 
 def _xla_order(key, *, m):
