@@ -343,7 +343,8 @@ def bench_per_coordinate(datasets, lines):
         "",
         "One call of `dcd_epoch` (no shrinking, C = 1, from alpha = 0 then warm), jitted; ns per "
         "coordinate visit (dot product + update when the step is nonzero). C: 5 passes per call, "
-        "median of 5 calls; XLA: 1 pass (`_xla_epoch`, what non-CPU platforms run).",
+        "median of 5 calls; XLA: 1 pass (`_xla_epoch`, what non-CPU platforms run), median of 3. "
+        "All operands are arguments of the jitted function.",
         "",
         "| dataset | m | nnz / row | C ns / coord | XLA ns / coord | XLA / C |",
         "|---|---:|---:|---:|---:|---:|",
@@ -357,19 +358,25 @@ def bench_per_coordinate(datasets, lines):
         w = jnp.zeros((X.shape[1] + 1,), jnp.float32)
         a = jnp.zeros((m,), jnp.float32)
         order = dcd.random_order(jax.random.key(0), m)
+        # every operand is a jit argument (closed-over arrays would be constants
+        # that XLA specialises the loop on)
         f_c = jax.jit(
-            lambda r, w, a: dcd.dcd_epoch(w, a, r, y, u, order, sq_norms=q, n_epochs=5)
+            lambda r, w, a, y, u, o, q: dcd.dcd_epoch(
+                w, a, r, y, u, o, sq_norms=q, n_epochs=5
+            )
         )
         f_x = jax.jit(
-            lambda r, w, a: dcd._xla_epoch(w, a, r, y, u, order, q, None, n_epochs=1)[
-                :2
-            ]
+            lambda r, w, a, y, u, o, q: dcd._xla_epoch(
+                w, a, r, y, u, o, q, None, n_epochs=1
+            )[:2]
         )
-        w1, a1 = jax.block_until_ready(f_c(rows, w, a))
-        ts = [timeit(lambda: f_c(rows, w1, a1))[0] for _ in range(5)]
+        ops = (y, u, order, q)
+        w1, a1 = jax.block_until_ready(f_c(rows, w, a, *ops))
+        ts = [timeit(lambda: f_c(rows, w1, a1, *ops))[0] for _ in range(5)]
         c_ns = np.median(ts) / (5 * m) * 1e9
-        jax.block_until_ready(f_x(rows, w1, a1))
-        x_ns = timeit(lambda: f_x(rows, w1, a1))[0] / m * 1e9
+        jax.block_until_ready(f_x(rows, w1, a1, *ops))
+        ts = [timeit(lambda: f_x(rows, w1, a1, *ops))[0] for _ in range(3)]
+        x_ns = np.median(ts) / m * 1e9
         nnz = X.nnz / m if sp.issparse(X) else X.shape[1]
         row = (
             f"| {name.split(' (')[0]} | {m} | {nnz:.1f} | {c_ns:.1f} | {x_ns:.0f} | "
@@ -455,14 +462,23 @@ def main(argv=None):
         "--budget", type=int, default=5, help="coordinate visits per kernel call / m"
     )
     ap.add_argument("--out", default=None, help="also write the markdown here")
+    ap.add_argument(
+        "--sections",
+        default="solver,coord,overhead",
+        help="comma-separated subset to run",
+    )
     args = ap.parse_args(argv)
     Cs = [float(c) for c in args.Cs.split(",")]
     lines = ["# DCD kernel vs liblinear (bench/dcd.py)", ""] + header() + [""]
     print("\n".join(lines), flush=True)
     datasets = load_datasets(args.quick)
-    bench_solver(datasets, Cs, args.repeats, args.budget, lines)
-    bench_per_coordinate(datasets, lines)
-    bench_call_overhead(lines)
+    sections = args.sections.split(",")
+    if "solver" in sections:
+        bench_solver(datasets, Cs, args.repeats, args.budget, lines)
+    if "coord" in sections:
+        bench_per_coordinate(datasets, lines)
+    if "overhead" in sections:
+        bench_call_overhead(lines)
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n")
 

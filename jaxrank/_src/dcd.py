@@ -164,8 +164,8 @@ def hinge_rows(X, *, bias: float = 0.0) -> HingeRows:
 
     Raises:
         TypeError: If ``X`` is not a real (bool/int/float) matrix.
-        ValueError: If ``X`` is not 2-D, or has more than 2**31 - 1 stored
-            entries or columns (int32 indices).
+        ValueError: If ``X`` is not 2-D, has more than 2**31 - 1 stored
+            entries or columns (int32 indices), or ``bias`` is not a scalar.
     """
     bias_arr = jnp.asarray(bias, _F32)
     if jnp.ndim(bias_arr) != 0:
@@ -687,7 +687,8 @@ def _xla_row_access(rows, dim):
         d = X.shape[1]
 
         def dot(i, w):
-            s = jnp.dot(lax.dynamic_index_in_dim(X, i, keepdims=False), w[:d])
+            # multiply + reduce: fused by XLA (a dot op becomes a library call per step)
+            s = jnp.sum(lax.dynamic_index_in_dim(X, i, keepdims=False) * w[:d])
             return s + bias * w[d] if dim > d else s
 
         def axpy(i, a, w):
