@@ -24,12 +24,12 @@ so ``w_out - w_in = sum_i (alpha_out_i - alpha_in_i) y_i z_i`` holds for any
 an XLA FFI custom call (``jax.ffi.ffi_call``): XLA hands the kernel its own
 buffers, so the rows are never copied, and a call costs about 1 us inside a
 jitted loop. (A ``jax.pure_callback`` copies every operand on every call:
-~0.1 s for a 4e5 x 100 float32 matrix; see ``bench/results/dcd.md``.) On other
-platforms, and on CPU when the library is missing (a warning says why, once),
-the same algorithm runs as XLA ``lax`` loops: the same iterates up to float32
-rounding (the C kernel accumulates each ``z_i^T w`` in float64, XLA in
-float32), at 1-3 us per coordinate instead of 10-100 ns. The choice is made
-by ``lax.platform_dependent``.
+0.1-0.8 s for a 4e5 x 100 float32 matrix; see ``bench/results/dcd.md``.) On
+other platforms, and on CPU when the library is missing (a warning says why,
+once), the same algorithm runs as XLA ``lax`` loops: the same iterates up to
+float32 rounding (the C kernel accumulates each ``z_i^T w`` in float64, XLA
+in float32), 4-30x slower per coordinate on CPU. The choice is made by
+``lax.platform_dependent``.
 
 **Solver loop.** :func:`dcd_epoch` with ``active`` runs liblinear's outer loop
 (reshuffle every pass, shrinking, reactivation) for at most ``n_epochs``
@@ -39,9 +39,10 @@ calls, ``(P - D) / P`` with ``P = 1/2 ||w||^2 + sum_i u_i max(0, 1 - y_i
 z_i^T w)`` (:func:`row_dots`) and ``D = sum_i alpha_i - 1/2 ||w||^2``,
 lowering ``pg_tol`` 10x when a call ``converged`` but the gap did not.
 ``bench/dcd.py`` is this loop as one jitted ``lax.while_loop``; with
-``max_visits = 5 m`` it reaches a gap of 1e-4 within 0.6-2.4x the time
-liblinear needs for 0.1 % of the optimum on the datasets there; shrinking
-makes it 2-20x faster than plain passes.
+``max_visits = 5 m`` it reaches a gap of 1e-4 in 0.4-2.6x the time liblinear
+needs for 0.1 % of the optimum (page-blocks, reuters money-fx, w8a, satimage;
+C = 0.01 to 100); at C >= 1 shrinking makes it 2x to more than 5x faster than
+plain passes (no difference on satimage).
 
 **Composition.** All functions are pure and compose with ``jit``,
 ``lax.while_loop``, ``vmap`` (batched ``w``/``alpha``/``labels``/``upper``/
@@ -344,7 +345,7 @@ def _load_native():
         if lib is None:
             warnings.warn(
                 f"jaxrank DCD kernel: native CPU kernel unavailable ({reason}); "
-                "using the XLA lax.fori_loop path (100-200x slower per coordinate).",
+                "using the XLA lax loop path (4-30x slower per coordinate).",
                 RuntimeWarning,
                 stacklevel=3,
             )
