@@ -19,7 +19,7 @@ LAYERS = {
     "inference": 1, "metrics": 1,
     "losses": 2,
     "features": 3, "models": 3,
-    "solver": 4, "hinge_xla": 4, "dcd": 4,
+    "solver": 4, "dcd": 4,
     "base": 5, "apsvm": 5, "binary": 5, "aucsvm": 5, "appx": 5, "kernelrank": 5,
     "latent": 5, "high_order": 5, "graph": 1,
     "model_selection": 6, "registry": 6, "sweep": 6, "io": 6, "data": 6, "demo": 6,
