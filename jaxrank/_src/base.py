@@ -28,6 +28,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils._param_validation import Interval
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxrank._src import solver
@@ -77,9 +78,15 @@ def check_positive_float32(value, name):
 def labels_to_tasks(Y, name="y"):
     """Binary tasks from labels, by scikit-learn's ``classes_`` convention.
 
+    The one label rule of every jaxrank estimator and of the CLI: ``y`` holds
+    exactly two distinct values (numbers, strings or bool); ``classes_`` is
+    their sorted array and ``classes_[1]`` (the larger value) is the positive
+    class. Continuous targets (non-integer floats) are rejected as by every
+    scikit-learn classifier (``check_classification_targets``).
+
     Args:
         Y: ``[n]`` labels with exactly two distinct values, or ``[n, T]``
-            with the same two values in every column.
+            with the same two values in every column (``[n, 1]`` is one task).
         name: argument name for messages.
 
     Returns:
@@ -87,8 +94,11 @@ def labels_to_tasks(Y, name="y"):
         ``positive = (Y == classes[1])``.
 
     Raises:
-        ValueError: not 1-D/2-D, no task column, a column (or ``y``) without
-            exactly two classes, columns with different label sets, NaN labels.
+        ValueError: not 1-D/2-D, no sample or no task column, continuous
+            (non-integer float) labels, NaN or infinite labels, a column (or
+            ``y``) without exactly two classes, columns with different label
+            sets.
+        TypeError: complex labels.
     """
     arr = np.asarray(Y)
     if arr.ndim == 2 and arr.shape[1] == 1:
@@ -100,8 +110,19 @@ def labels_to_tasks(Y, name="y"):
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite labels.")
     cols = arr[:, None] if arr.ndim == 1 else arr
+    if cols.shape[0] == 0:
+        raise ValueError(f"{name} is empty; got shape {arr.shape}.")
     if cols.shape[1] == 0:
         raise ValueError(f"{name} has no task columns; got shape {arr.shape}.")
+    try:
+        kind = type_of_target(arr, input_name=name)
+    except ValueError:
+        kind = None  # e.g. mixed types: reported below by np.unique
+    if kind in ("continuous", "continuous-multioutput"):
+        raise ValueError(
+            f"Unknown label type: {kind}. {name} must hold two discrete classes (the "
+            "larger value is the positive class); got non-integer float values "
+            f"{np.unique(arr).tolist()[:6]}.")
     classes = None
     positive = []
     for t in range(cols.shape[1]):
@@ -109,7 +130,10 @@ def labels_to_tasks(Y, name="y"):
         where = name if arr.ndim == 1 else f"{name}[:, {t}] (task column {t})"
         if cls.shape[0] != 2:
             raise ValueError(
-                f"{where} must contain exactly two classes (positives and negatives); got "
+                ("Only binary classification is supported (one binary task per column "
+                 "of a 2-D y). " if cls.shape[0] > 2 else "")
+                + f"{where} must contain exactly two classes (positives and negatives); got "
+                f"{cls.shape[0]} class{'es' if cls.shape[0] != 1 else ''}: "
                 f"{cls.tolist()[:6]}. The positive class is the larger label value."
             )
         if classes is not None and not np.array_equal(cls, classes):
@@ -291,6 +315,7 @@ class RankerMixin:
         For rankers without a learned intercept, ``intercept_`` puts the
         threshold at the midpoint of the two classes' mean training scores.
         """
+        check_is_fitted(self)
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
     def score(self, X, y, sample_weight=None, *, groups=None):
@@ -559,4 +584,8 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         tags.input_tags.sparse = True
         tags.target_tags.single_output = True
         tags.target_tags.multi_output = True
+        # Binary rankers: a 1-D y has two classes (no one-vs-rest); a 2-D Y
+        # is one binary task per column (multilabel indicator).
+        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_label = True
         return tags
