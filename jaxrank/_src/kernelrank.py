@@ -186,10 +186,12 @@ def _pair_pass(kernel, block_size, scores, pos, neg, bandwidth):
         start = k * b
         rs = lax.dynamic_slice(rows_s, (start,), (b,))
         rok = lax.dynamic_slice(rows_ok, (start,), (b,))
-        z = rs[:, None] - scores[None, :]
+        m = rok[:, None] & neg[None, :]
+        # Margins of pairs outside the masks are set to 0 first: a masked
+        # score (NaN, inf) must not leak into sums through 0 * NaN.
+        z = jnp.where(m, rs[:, None] - scores[None, :], 0)
         u = z * inv_h
         val, der = jax.jvp(phi, (u,), (jnp.ones_like(u),))
-        m = rok[:, None] & neg[None, :]
         val = jnp.where(m, val, 0)
         der = jnp.where(m, der, 0) * inv_h  # dPhi/dz
         total = total + jnp.sum(val)
@@ -222,7 +224,12 @@ def _normalise(total, pos, neg):
 def _kernel_auc_fwd(kernel, block_size, scores, pos, neg, bandwidth):
     total, g, dh = _pair_pass(kernel, block_size, scores, pos, neg, bandwidth)
     u, inv = _normalise(total, pos, neg)
-    return u, (g * inv, dh * inv, pos, neg)
+    # Where U is NaN (a NaN score of a positive or a negative), so is every
+    # entry of the gradient (rax: never a plausible number).
+    bad = jnp.isnan(u)
+    g = jnp.where(bad, jnp.nan, g * inv).astype(g.dtype)
+    dh = jnp.where(bad, jnp.nan, dh * inv).astype(dh.dtype)
+    return u, (g, dh, pos, neg)
 
 
 def _kernel_auc_bwd(kernel, block_size, res, ct):
@@ -259,14 +266,24 @@ def _prepare_pairs(scores, labels, where, bandwidth, kernel, block_size, name):
             f"bandwidth must be a scalar; got shape {np.shape(bandwidth)}."
         )
     if validation.is_concrete(scores, labels, where, bandwidth):
-        validation.check_scores(scores, "scores")
-        b = float(np.asarray(bandwidth))
-        if not (np.isfinite(b) and b > 0):
-            raise ValueError(f"bandwidth must be a finite number > 0; got {b!r}.")
+        valid = validation.check_where(where, np.shape(scores))
+        arr = np.asarray(scores)
+        # Items outside ``where`` take no part: their scores may be anything.
+        validation.check_scores(np.where(valid, arr, np.zeros((), arr.dtype)), "scores")
+        dtype = arr.dtype if np.issubdtype(arr.dtype, np.floating) else np.float32
+        b = np.asarray(bandwidth)
+        if b.dtype.kind not in "iuf":
+            raise TypeError(f"bandwidth must be a real number; got dtype {b.dtype}.")
+        with np.errstate(over="ignore", under="ignore"):
+            b_cast = b.astype(dtype)
+        if not (np.isfinite(b_cast) and b_cast >= np.finfo(dtype).tiny):
+            raise ValueError(
+                f"bandwidth must be a finite number > 0 in the dtype of scores ({np.dtype(dtype)},"
+                f" between {np.finfo(dtype).tiny:.3g} and {np.finfo(dtype).max:.3g}); got "
+                f"{float(b)!r}.")
         lab = np.asarray(labels)
         if np.issubdtype(lab.dtype, np.floating) and np.any(np.isnan(lab)):
             raise ValueError("labels contains NaN values.")
-        valid = validation.check_where(where, np.shape(scores))
         validation.check_both_classes(lab > 0, valid, name="labels")
     scores = jnp.asarray(scores)
     if not jnp.issubdtype(scores.dtype, jnp.floating):
