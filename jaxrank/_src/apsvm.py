@@ -168,6 +168,9 @@ class APSVM(StructuredSVM):
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
     _supports_groups = True
     _groups_param = "groups"
+    # Saved by jaxrank.save: a model fitted on queries keeps reading grades
+    # (``y >= min_relevance``) in ``jaxrank evaluate``.
+    _persist = ("n_queries_", "n_dropped_queries_")
 
     def __init__(self, C=1.0, *, inference="select", min_relevance=1, max_iter=1000,
                  tol=1e-4, verbose=False):
@@ -226,6 +229,8 @@ class APSVM(StructuredSVM):
         errors; with ``groups``, ``y`` holds relevance grades (class docstring).
         """
         self._query_counts = None
+        for name in ("n_queries_", "n_dropped_queries_"):  # from an earlier grouped fit
+            self.__dict__.pop(name, None)
         super().fit(X, y, groups=groups)
         if self._query_counts is not None:
             Q, dropped = self._query_counts
