@@ -278,9 +278,15 @@ def test_fit_ignores_dropped_queries_and_sample_order():
     m = fit_quiet(jaxrank.APSVM(C=50.0), X[perm], y[perm], groups=q[perm] * 1000)
     assert m.n_queries_ == 6 and m.n_dropped_queries_ == 2
     assert_same_optimum(m, ref)
-    # a pooled refit forgets the queries
-    m.fit(X, (y >= 1).astype(int))
+    # a pooled refit forgets the queries: its MAP reads y by its classes_
+    labels = np.where(y >= 1, "relevant", "other")
+    m.fit(X, labels)
     assert not hasattr(m, "n_queries_") and not hasattr(m, "n_dropped_queries_")
+    s = m.decision_function(X).astype(np.float64)
+    rel = labels == "relevant"
+    aps = [average_precision_score(rel[q == g], s[q == g]) for g in np.unique(q)
+           if 0 < rel[q == g].sum() < (q == g).sum()]
+    np.testing.assert_allclose(m.score(X, labels, groups=q), np.mean(aps), rtol=1e-5)
 
 
 def test_map_score_is_a_loop_over_sklearn_average_precision():

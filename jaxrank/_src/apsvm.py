@@ -243,12 +243,14 @@ class APSVM(StructuredSVM):
     def score(self, X, y, sample_weight=None, *, groups=None):
         """Average precision of :meth:`decision_function`; MAP over ``groups``.
 
-        With ``groups``, ``y`` holds grades and relevant means ``y >=
-        min_relevance``; queries without a relevant or without an irrelevant
-        item are left out of the mean.
+        With ``groups``, for a model fitted with ``groups``, ``y`` holds
+        grades and relevant means ``y >= min_relevance``; for a model fitted
+        without them (one pooled ranking), ``y`` holds its two ``classes_``
+        (as :meth:`RankerMixin.score`). Queries without a relevant or without
+        an irrelevant item are left out of the mean.
         """
-        if groups is None:
-            return super().score(X, y, sample_weight)
+        if groups is None or getattr(self, "n_queries_", None) is None:
+            return super().score(X, y, sample_weight, groups=groups)
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported by the AP score.")
         check_is_fitted(self)
