@@ -112,16 +112,20 @@ def mean_ap(scores, grades, qid):
 # ---------------------------------------------------------------------------
 
 
-SVMS = {
-    "MAP-SVM": (jaxrank.APSVM, True),
-    "AP-SVM (pooled)": (jaxrank.APSVM, False),
-    "Binary SVM": (jaxrank.BinarySVM, False),
+SVMS = {  # name: (class, fit on queries, extra parameters)
+    "MAP-SVM": (jaxrank.APSVM, True, {}),
+    "AP-SVM (pooled)": (jaxrank.APSVM, False, {}),
+    "Binary SVM": (jaxrank.BinarySVM, False, {}),
 }
+BALANCED = {"Binary SVM (balanced)": (jaxrank.BinarySVM, False, {"pos_weight": "balanced"})}
 
 
-def fit_svm(cls, grouped, C, split):
+def fit_svm(cls, grouped, C, split, params):
     X, y, q = split["train"]
-    est = cls(C=C)
+    params = dict(params)
+    if params.get("pos_weight") == "balanced":  # n_neg / n_pos of the training part
+        params["pos_weight"] = float(np.sum(y < 1) / np.sum(y >= 1))
+    est = cls(C=C, **params)
     t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always", ConvergenceWarning)
@@ -138,14 +142,15 @@ def fit_svm(cls, grouped, C, split):
     assert abs(check - test) < 1e-6, (check, test)
     gap = (est.objective_ - est.dual_objective_) / max(abs(est.objective_), 1e-30)
     return dict(C=C, val=val, test=test, wall=wall, cpu=cpu, iters=int(est.n_iter_),
-                converged=bool(est.converged_), gap=float(gap), est=est)
+                converged=bool(est.converged_), gap=float(gap), est=est,
+                wnorm=float(np.linalg.norm(est.coef_)))
 
 
-def select_C(cls, grouped, split, log, max_extensions=3):
+def select_C(cls, grouped, params, split, log, max_extensions=3):
     """Fits over the default grid, extended at an edge; the best by validation MAP."""
     grid = list(cls._default_Cs)
     step = np.log10(grid[1] / grid[0])
-    runs = {C: fit_svm(cls, grouped, C, split) for C in grid}
+    runs = {C: fit_svm(cls, grouped, C, split, params) for C in grid}
     for r in runs.values():
         log(r)
     for _ in range(max_extensions):
@@ -162,7 +167,7 @@ def select_C(cls, grouped, split, log, max_extensions=3):
         if not new:
             break
         for C in new:
-            runs[C] = fit_svm(cls, grouped, C, split)
+            runs[C] = fit_svm(cls, grouped, C, split, params)
             log(runs[C])
     Cs = sorted(runs)
     best = Cs[int(np.argmax([runs[C]["val"] for C in Cs]))]
@@ -349,11 +354,17 @@ def main(argv=None):
     ap.add_argument("--folds", default="1,2,3,4,5")
     ap.add_argument("--lrs", default="0.001,0.01,0.1")
     ap.add_argument("--epochs", default="25,50,100,200,400")
+    ap.add_argument("--balanced", action="store_true", help="also a binary SVM with "
+                    "pos_weight = n_neg / n_pos (slow: 5000 iterations at C = 10)")
     ap.add_argument("--bcfw", action="store_true", help="run the BCFW comparison on fold 1")
+    ap.add_argument("--bcfw-only", action="store_true", help="only the BCFW comparison "
+                    "(fold 1, --bcfw-Cs)")
     ap.add_argument("--bcfw-Cs", default="", help="Cs of the BCFW comparison "
                     "(default: MAP-SVM's chosen C on fold 1, 1000 and 10000)")
     ap.add_argument("--bcfw-passes", type=int, default=400)
     ap.add_argument("--no-cli", action="store_true", help="skip the CLI check on fold 1")
+    ap.add_argument("--save-state", type=Path, default=None,
+                    help="also pickle the raw results (to rewrite the report)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "letor.md")
     args = ap.parse_args(argv)
     if not args.data.exists():
@@ -367,6 +378,11 @@ def main(argv=None):
     print(f"MQ2008: {sum(p[0].shape[0] for p in parts)} documents, {n_q} queries, "
           f"{parts[0][0].shape[1]} features", flush=True)
 
+    if args.bcfw_only:
+        bc = run_bcfw(args, parts, folds[0], [float(c) for c in args.bcfw_Cs.split(",")])
+        write_bcfw_only(args, folds[0], bc, time.perf_counter() - T0)
+        return
+    svms = {**SVMS, **(BALANCED if args.balanced else {})}
     results = {}  # (model, fold) -> chosen run
     grids = {}  # (model, fold) -> all runs
     names_by_fold = {}
@@ -377,15 +393,15 @@ def main(argv=None):
         qs = {s: np.unique(split[s][2]).size for s in split}
         print(f"\nfold {k}: train {names['train']} ({qs['train']} queries), vali "
               f"{names['vali']} ({qs['vali']}), test {names['test']} ({qs['test']})", flush=True)
-        for name, (cls, grouped) in SVMS.items():
+        for name, (cls, grouped, params) in svms.items():
             t0 = time.perf_counter()
 
             def log(r, name=name):
                 print(f"  {name:16s} C={r['C']:<8g} val {r['val']:.4f} test {r['test']:.4f} "
                       f"iters {r['iters']:4d} gap {r['gap']:.1e} conv {r['converged']} "
-                      f"{r['wall']:.1f} s", flush=True)
+                      f"|w| {r['wnorm']:.3g} {r['wall']:.1f} s", flush=True)
 
-            best, runs = select_C(cls, grouped, split, log)
+            best, runs = select_C(cls, grouped, params, split, log)
             model_time[name] = model_time.get(name, 0.0) + time.perf_counter() - t0
             results[name, k], grids[name, k] = best, runs
             if grouped:
@@ -428,29 +444,83 @@ def main(argv=None):
 
     bc = None
     if args.bcfw:
-        k = folds[0]
-        split, _ = fold_split(parts, k)
-        X, y, q = split["train"]
         Cs = ([float(c) for c in args.bcfw_Cs.split(",")] if args.bcfw_Cs else
-              sorted({results["MAP-SVM", k]["C"], 1000.0, 10000.0}))
-        bc = []
-        for C in Cs:
-            res, curve, wall, cpu = one_slack_curve(X, y, q, C, tol=1e-4, max_iter=1000)
-            rows, comp, Q, L = bcfw(X, y, q, C, passes=args.bcfw_passes, tol=1e-4)
-            bc.append(dict(C=C, one=(res, curve, wall, cpu), bcfw=(rows, comp), Q=Q, L=L))
-            last = rows[-1]
-            print(f"\nBCFW vs 1-slack, fold {k}, C={C:g}: 1-slack {int(res.num_steps)} iters "
-                  f"gap {float((res.objective - res.dual) / res.objective):.1e} {wall:.1f} s; "
-                  f"BCFW {last['passes']} passes gap {last['gap']:.1e} {last['wall']:.1f} s",
-                  flush=True)
+              sorted({results["MAP-SVM", folds[0]]["C"], 1000.0, 10000.0}))
+        bc = run_bcfw(args, parts, folds[0], Cs)
 
     total = time.perf_counter() - T0
-    write_report(args, folds, results, grids, model_time, cli, bc, total)
+    state = (folds, list(svms), results, grids, model_time, cli, bc, total)
+    if args.save_state:
+        import pickle
+
+        with open(args.save_state, "wb") as f:
+            pickle.dump(jax.tree_util.tree_map(np.asarray, state,
+                                               is_leaf=lambda x: hasattr(x, "fit")), f)
+    write_report(args, *state)
     print(f"\ntotal {total:.0f} s; wrote {args.out}")
 
 
-def write_report(args, folds, results, grids, model_time, cli, bc, total):
-    models = list(SVMS) + ["Pairwise hinge (rax + optax)"]
+def run_bcfw(args, parts, k, Cs):
+    split, _ = fold_split(parts, k)
+    X, y, q = split["train"]
+    bc = []
+    for C in Cs:
+        res, curve, wall, cpu = one_slack_curve(X, y, q, C, tol=1e-4, max_iter=1000)
+        rows, comp, Q, L = bcfw(X, y, q, C, passes=args.bcfw_passes, tol=1e-4)
+        bc.append(dict(C=C, one=(res, curve, wall, cpu), bcfw=(rows, comp), Q=Q, L=L))
+        last = rows[-1]
+        print(f"\nBCFW vs 1-slack, fold {k}, C={C:g}: 1-slack {int(res.num_steps)} iters "
+              f"gap {float((res.objective - res.dual) / res.objective):.1e} {wall:.1f} s; "
+              f"BCFW {last['passes']} passes gap {last['gap']:.1e} {last['wall']:.1f} s",
+              flush=True)
+    return bc
+
+
+def bcfw_table(w, k, bc):
+    w("\n## n-slack block-coordinate Frank-Wolfe (prototype) vs the 1-slack solver\n")
+    w(f"Fold {k} training part, same objective `1/2||w||^2 + C/Q sum_q xi_q`. "
+      "BCFW (Lacoste-Julien et al. 2013, Alg. 3): one block per query, exact per-query "
+      "AP oracle and exact line search per step, random order per pass; after every pass "
+      "one oracle call per query gives F(w) and the certified gap (not counted in the "
+      "passes, included in the time). The 1-slack solver: `jaxrank.solvers.fit` (one "
+      "oracle call on every query per iteration plus cached-plane steps). One pass and "
+      "one 1-slack iteration cost the same number of per-query oracle calls. Times "
+      "exclude compilation; CPU seconds in brackets.\n")
+    w("| C | solver | oracle passes to gap <= 1e-3 | to 1e-4 | final gap | passes run | "
+      "wall (s) [CPU] | wall to 1e-4 (s) |")
+    w("|---|---|---|---|---|---|---|---|")
+
+    def first(rs, thr):
+        for r in rs:
+            if r["gap"] <= thr:
+                return r
+        return None
+
+    for b in bc:
+        res, curve, wall, cpu = b["one"]
+        rows, comp = b["bcfw"]
+        for label, rs, tot, c in (("1-slack (built-in)", curve, wall, cpu),
+                                  ("n-slack BCFW", rows, rows[-1]["wall"], rows[-1]["cpu"])):
+            key = "iters" if label.startswith("1") else "passes"
+            r3, r4 = first(rs, 1e-3), first(rs, 1e-4)
+            w(f"| {b['C']:g} | {label} | {r3[key] if r3 else '>' + str(rs[-1][key])} | "
+              f"{r4[key] if r4 else '>' + str(rs[-1][key])} | {rs[-1]['gap']:.1e} | "
+              f"{rs[-1][key]} | {tot:.1f} [{c:.1f}] | "
+              f"{'-' if r4 is None else format(r4['wall'], '.1f')} |")
+    w(f"\n({bc[0]['Q']} queries used, padded to {bc[0]['L']} documents.)\n")
+
+
+def write_bcfw_only(args, k, bc, total):
+    L = [f"# MAP-SVM solvers on MQ2008 (`bench/letor.py --bcfw-only`), total {total:.0f} s\n",
+         f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, jax {jax.__version__}; "
+         "shared and loaded by other jobs while this ran.\n"]
+    bcfw_table(L.append, k, bc)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(L) + "\n")
+
+
+def write_report(args, folds, svm_names, results, grids, model_time, cli, bc, total):
+    models = svm_names + ["Pairwise hinge (rax + optax)"]
     L = []
     w = L.append
     w("# MQ2008 (LETOR 4.0): MAP-SVM vs pooled AP-SVM vs binary SVM vs pairwise hinge "
@@ -508,44 +578,17 @@ def write_report(args, folds, results, grids, model_time, cli, bc, total):
             w(f"| {k} | {r['C']:g}{mark} | {r['iters']} | {r['converged']} | {r['gap']:.1e} | "
               f"{r['wall']:.1f} | {r['cpu']:.1f} | {fmt(r['val'])} | {fmt(r['test'])} |")
     w("\nThe other SVMs' grids:\n")
-    w("| model | fold | C | iterations | converged | rel. gap | wall (s) | val MAP | test MAP |")
-    w("|---|---|---|---|---|---|---|---|---|")
-    for m in ("AP-SVM (pooled)", "Binary SVM"):
+    w("| model | fold | C | iterations | converged | rel. gap | wall (s) | norm of w | "
+      "val MAP | test MAP |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    for m in svm_names[1:]:
         for k in folds:
             for r in grids[m, k]:
                 w(f"| {m} | {k} | {r['C']:g} | {r['iters']} | {r['converged']} | "
-                  f"{r['gap']:.1e} | {r['wall']:.1f} | {fmt(r['val'])} | {fmt(r['test'])} |")
+                  f"{r['gap']:.1e} | {r['wall']:.1f} | {r['wnorm']:.3g} | {fmt(r['val'])} | "
+                  f"{fmt(r['test'])} |")
     if bc:
-        w("\n## n-slack block-coordinate Frank-Wolfe (prototype) vs the 1-slack solver\n")
-        w(f"Fold {folds[0]} training part, same objective `1/2||w||^2 + C/Q sum_q xi_q`. "
-          "BCFW (Lacoste-Julien et al. 2013, Alg. 3): one block per query, exact per-query "
-          "AP oracle and exact line search per step, random order per pass; after every pass "
-          "one oracle call per query gives F(w) and the certified gap (not counted in the "
-          "passes, included in the time). The 1-slack solver: `jaxrank.solvers.fit` (one "
-          "oracle call on every query per iteration plus cached-plane steps). One pass and "
-          "one 1-slack iteration cost the same number of per-query oracle calls. Times "
-          "exclude compilation.\n")
-        w("| C | solver | oracle passes to gap <= 1e-3 | to 1e-4 | final gap | passes run | "
-          "wall (s) | wall to 1e-4 (s) |")
-        w("|---|---|---|---|---|---|---|---|")
-        for b in bc:
-            res, curve, wall, cpu = b["one"]
-            rows, comp = b["bcfw"]
-
-            def first(rs, key, thr):
-                for r in rs:
-                    if r["gap"] <= thr:
-                        return r
-                return None
-
-            for label, rs, tot in (("1-slack (built-in)", curve, wall),
-                                   ("n-slack BCFW", rows, rows[-1]["wall"])):
-                key = "iters" if label.startswith("1") else "passes"
-                r3, r4 = first(rs, key, 1e-3), first(rs, key, 1e-4)
-                w(f"| {b['C']:g} | {label} | {r3[key] if r3 else '>' + str(rs[-1][key])} | "
-                  f"{r4[key] if r4 else '>' + str(rs[-1][key])} | {rs[-1]['gap']:.1e} | "
-                  f"{rs[-1][key]} | {tot:.1f} | {'-' if r4 is None else format(r4['wall'], '.1f')} |")
-        w(f"\n({bc[0]['Q']} queries used, padded to {bc[0]['L']} documents.)\n")
+        bcfw_table(w, folds[0], bc)
     if cli:
         names = cli["names"]
         w("\n## Reproduce one fold with the CLI\n")
