@@ -315,7 +315,12 @@ def test_sweep_over_whole_queries_equals_single_fits_and_map_is_sklearns():
                                             dual_objective_=res.dual[0, k, 0],
                                             coef_=res.weights[0, k, 0][None]), m)
     single = fit_quiet(jaxrank.APSVM(C=res.best_C[0]), X, y, groups=q)
-    assert_same_optimum(res.best_estimators[0], single)
+    best = res.best_estimators[0]
+    assert_same_optimum(best, single)
+    assert (best.n_queries_, best.n_dropped_queries_) == (single.n_queries_,
+                                                          single.n_dropped_queries_)
+    np.testing.assert_allclose(best.score(X, y, groups=q),  # grades: fitted on queries
+                               sklearn_map(best.decision_function(X), y >= 1, q)[0], rtol=1e-5)
     # score(..., groups=) is the MAP of a loop over sklearn, for each min_relevance
     s = single.decision_function(X).astype(np.float64)
     for min_rel in (1, 2):

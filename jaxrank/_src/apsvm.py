@@ -222,6 +222,21 @@ class APSVM(StructuredSVM):
         return APModel(kp=max(int(static["max_pos"]), 1), method=self.inference,
                        grouped=bool(static.get("grouped", False)))
 
+    def _train(self, model, data, problems, C, **kw):
+        res, extras = super()._train(model, data, problems, C, **kw)
+        counts = getattr(self, "_query_counts", None)
+        if isinstance(problems, QueryProblem) and counts is not None:
+            # per fit, so that the estimators that jaxrank.sweep refits get them too
+            Q, dropped = counts
+            extras = {**extras, "n_queries": np.full(C.shape[0], Q),
+                      "n_dropped_queries": np.asarray(dropped)}
+        return res, extras
+
+    def _fitted_extras(self, extras, pick):
+        if "n_queries" in extras:
+            self.n_queries_ = pick(extras["n_queries"], int)
+            self.n_dropped_queries_ = pick(extras["n_dropped_queries"], int)
+
     def fit(self, X, y, *, groups=None):
         """Fit AP-SVM; with ``groups`` (query ids), the mean AP over queries.
 
@@ -232,12 +247,10 @@ class APSVM(StructuredSVM):
         for name in ("n_queries_", "n_dropped_queries_"):  # from an earlier grouped fit
             self.__dict__.pop(name, None)
         super().fit(X, y, groups=groups)
-        if self._query_counts is not None:
-            Q, dropped = self._query_counts
-            self.n_queries_, self.n_dropped_queries_ = int(Q), int(np.asarray(dropped)[0])
-            if self.verbose:
-                print(f"APSVM: {Q} queries, {self.n_dropped_queries_} dropped (no relevant or "
-                      "no irrelevant item)", flush=True)
+        self._query_counts = None
+        if self.verbose and getattr(self, "n_queries_", None) is not None:
+            print(f"APSVM: {self.n_queries_} queries, {self.n_dropped_queries_} dropped (no "
+                  "relevant or no irrelevant item)", flush=True)
         return self
 
     def score(self, X, y, sample_weight=None, *, groups=None):
