@@ -366,7 +366,11 @@ def main(argv=None):
     ap.add_argument("--save-state", type=Path, default=None,
                     help="also pickle the raw results (to rewrite the report)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "letor.md")
+    ap.add_argument("--merge", nargs="+", type=Path, default=None,
+                    help="write the report from --save-state files of runs over other folds")
     args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args, args.merge)
     if not args.data.exists():
         raise SystemExit(f"{args.data} not found (LETOR 4.0 MQ2008, see ../shared/data)")
     T0 = time.perf_counter()
@@ -449,15 +453,40 @@ def main(argv=None):
         bc = run_bcfw(args, parts, folds[0], Cs)
 
     total = time.perf_counter() - T0
+    for runs in [*grids.values(), *results.values()]:
+        for r in (runs if isinstance(runs, list) else [runs]):
+            if isinstance(r, dict):
+                r.pop("est", None)
     state = (folds, list(svms), results, grids, model_time, cli, bc, total)
     if args.save_state:
         import pickle
 
         with open(args.save_state, "wb") as f:
-            pickle.dump(jax.tree_util.tree_map(np.asarray, state,
-                                               is_leaf=lambda x: hasattr(x, "fit")), f)
+            pickle.dump(state, f)
     write_report(args, *state)
     print(f"\ntotal {total:.0f} s; wrote {args.out}")
+
+
+def merge(args, paths):
+    """One report from the states of several runs over disjoint folds (run in parallel)."""
+    import pickle
+
+    folds, results, grids, model_time, cli, bc, totals = [], {}, {}, {}, None, None, []
+    for p in paths:
+        with open(p, "rb") as f:
+            fo, names, res, gr, mt, c, b, tot = pickle.load(f)
+        folds += fo
+        results.update(res)
+        grids.update(gr)
+        for k, v in mt.items():
+            model_time[k] = model_time.get(k, 0.0) + v
+        cli, bc = cli or c, bc or b
+        totals.append(tot)
+    print(f"merged {len(paths)} runs; wall of the longest {max(totals):.0f} s, sum "
+          f"{sum(totals):.0f} s")
+    write_report(args, sorted(folds), names, results, grids, model_time, cli, bc,
+                 max(totals), parallel=(len(paths), sum(totals)))
+    print(f"wrote {args.out}")
 
 
 def run_bcfw(args, parts, k, Cs):
@@ -519,7 +548,8 @@ def write_bcfw_only(args, k, bc, total):
     args.out.write_text("\n".join(L) + "\n")
 
 
-def write_report(args, folds, svm_names, results, grids, model_time, cli, bc, total):
+def write_report(args, folds, svm_names, results, grids, model_time, cli, bc, total,
+                 parallel=None):
     models = svm_names + ["Pairwise hinge (rax + optax)"]
     L = []
     w = L.append
@@ -527,7 +557,9 @@ def write_report(args, folds, svm_names, results, grids, model_time, cli, bc, to
       "(`bench/letor.py`)\n")
     w(f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, jax {jax.__version__}, "
       f"CPU backend; shared and loaded by other jobs while this ran, so times are indicative. "
-      f"Total benchmark time **{total:.0f} s**.\n")
+      f"Total benchmark time **{total:.0f} s**"
+      + (f" (folds split over {parallel[0]} processes run at the same time; the longest "
+         f"took {total:.0f} s, together {parallel[1]:.0f} s)" if parallel else "") + ".\n")
     w("Protocol: the 5 LETOR 4.0 folds (train 3 partitions, validation 1, test 1); relevant "
       "= grade >= 1; each SVM's C from its default grid (`type(est)._default_Cs`), extended "
       "at an edge by the `Cs=\"auto\"` rule, chosen by validation MAP; the pairwise baseline's "
