@@ -366,6 +366,8 @@ def main(argv=None):
     ap.add_argument("--save-state", type=Path, default=None,
                     help="also pickle the raw results (to rewrite the report)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "letor.md")
+    ap.add_argument("--max-extensions", type=int, default=3,
+                    help="grid extensions at an edge (the Cs='auto' rule; 0: default grid)")
     ap.add_argument("--merge", nargs="+", type=Path, default=None,
                     help="write the report from --save-state files of runs over other folds")
     args = ap.parse_args(argv)
@@ -405,7 +407,8 @@ def main(argv=None):
                       f"iters {r['iters']:4d} gap {r['gap']:.1e} conv {r['converged']} "
                       f"|w| {r['wnorm']:.3g} {r['wall']:.1f} s", flush=True)
 
-            best, runs = select_C(cls, grouped, params, split, log)
+            best, runs = select_C(cls, grouped, params, split, log,
+                                  max_extensions=args.max_extensions)
             model_time[name] = model_time.get(name, 0.0) + time.perf_counter() - t0
             results[name, k], grids[name, k] = best, runs
             if grouped:
