@@ -47,7 +47,7 @@ is a sum of per-sample hinges solved by dual coordinate ascent, and its
 1-slack binary SVM would call, for comparison with the paper's table.
 
     python bench/sweep.py            # about 10 minutes on 2 CPU cores
-    python bench/sweep.py --quick    # smaller data and grid, for a smoke test
+    python bench/sweep.py --quick    # smaller data and grid, for a smoke test (not saved)
 """
 
 from __future__ import annotations
@@ -277,7 +277,8 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--repeats", type=int, default=5,
                    help="interleaved rounds; every variant is timed once per round (median)")
-    p.add_argument("--output", default=str(OUT))
+    p.add_argument("--output", default=None,
+                   help=f"write the report here (default {OUT}; --quick: not written)")
     p.add_argument("--loop-only", action="store_true",
                    help="internal: time the loop once and print it as JSON")
     args = p.parse_args()
@@ -432,7 +433,10 @@ def main():
     ]
     text = "\n".join(lines) + "\n"
     print(text)
-    Path(args.output).write_text(text)
+    if args.output is None and not args.quick:
+        args.output = str(OUT)
+    if args.output:
+        Path(args.output).write_text(text)
 
 
 if __name__ == "__main__":

@@ -226,7 +226,7 @@ def main(argv=None):
                     extra = (f" {lib['tol']:g}{note} | {lib['seconds']:.3f} | {ratio:.2f}x | "
                              f"{lib['gap']:+.1e} |")
                     ratios.append((name, C, ratio, bool(m.converged_), lib["matched"]))
-                print(f"| {name} | {Xtr.shape[0]} ({npos}) | {label} | {C:g} | {med:.2f} | "
+                print(f"| {name} | {Xtr.shape[0]} ({npos}) | {label} | {C:g} | {med:.3f} | "
                       f"{first:.2f} | {m.n_iter_} | {m.objective_:.5g} | {gap:.1e} | {vs} | "
                       f"{average_precision_score(yte, s):.4f} | {roc_auc_score(yte, s):.4f} | "
                       f"{'yes' if m.converged_ else 'no'} |{extra}", flush=True)
