@@ -147,7 +147,7 @@ def run_one(cmd, tree, stdout_path, stderr_path, timeout):
     with open(stdout_path, "w") as so, open(stderr_path, "w") as se:
         try:
             rc = subprocess.run(cmd, cwd=tree, env=env, stdout=so, stderr=se,
-                                timeout=timeout).returncode
+                                timeout=timeout, check=False).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
     return rc, time.perf_counter() - t0
@@ -323,14 +323,14 @@ def report(all_rows, durations, meta):
         "# Old vs new benchmark comparison (`bench/compare.py`)",
         "",
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
-        f"- old: {meta['old_commit']} ({meta['old_tree']}); new: {meta['new_commit']} "
-        f"({meta['new_tree']})",
-        f"- mode: {meta['mode']}, {meta['rounds']} round(s) per script, old then new "
-        "in each round (fresh processes)",
-        f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load average at start {meta['load']}",
-        f"- verdict: PASS when new/old <= {THRESHOLD:.2f} (within 10 % or better); "
-        "new/old = median of the per-round ratios; old/new = medians over rounds",
+        (f"- old: {meta['old_commit']} ({meta['old_tree']}); new: {meta['new_commit']} "
+         f"({meta['new_tree']})"),
+        (f"- mode: {meta['mode']}, {meta['rounds']} round(s) per script, old then new "
+         "in each round (fresh processes)"),
+        (f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+         f"load average at start {meta['load']}"),
+        (f"- verdict: PASS when new/old <= {THRESHOLD:.2f} (within 10 % or better); "
+         "new/old = median of the per-round ratios; old, new = medians over rounds"),
         "",
     ]
     for script, rows in all_rows.items():

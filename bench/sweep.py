@@ -125,7 +125,7 @@ def one_vs_rest(y, T):
 
 def _batched(X, positive, val_masks, Cs, tol, *, kp, max_iter, batch_size, devices):
     """All (task, C, fold) fits of AP-SVM and their validation AP, ``[T, G, F]`` each."""
-    T, F, n = val_masks.shape
+    T, F, _ = val_masks.shape
     G = Cs.shape[0]
     t, g, f = (a.reshape(-1) for a in jnp.meshgrid(
         jnp.arange(T), jnp.arange(G), jnp.arange(F), indexing="ij"))

@@ -154,7 +154,7 @@ def match_liblinear(X, y, C, dual, repeats):
             break
     ref = runs.get(LIB_TOLS[-1]) or liblinear(X, y, C, LIB_TOLS[-1])
     tol = found if found is not None else LIB_TOLS[-1]
-    m, dt, f, hit = runs.get(tol, ref)
+    _, dt, f, hit = runs.get(tol, ref)
     ts = [dt] + [liblinear(X, y, C, tol)[1] for _ in range(max(repeats, 1) - 1)]
     return {"tol": tol, "seconds": float(np.median(ts)), "objective": f,
             "gap": (f - dual) / dual, "matched": found is not None, "max_iter": hit,
@@ -191,6 +191,7 @@ def main(argv=None):
         if m not in ("APSVM", "BinarySVM"):
             ap.error(f"unknown model {m!r}")
     t_all = time.perf_counter()
+    datasets = load_datasets(names, args.census)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs, "
           f"{platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')}")
     print("fit time = median of repeats after a first (compiling) call; gap = certified "
@@ -201,15 +202,15 @@ def main(argv=None):
     print(HEADER)
     print("|---" * HEADER.count(" | ") + "|---|")
     ratios = []
-    for name, Xtr, ytr, Xte, yte in load_datasets(names, args.census):
+    for name, Xtr, ytr, Xte, yte in datasets:
         npos = int((ytr > 0).sum())
         for C in Cs:
             for label in models:
-                make = {"APSVM": lambda: jaxrank.APSVM(C=C),
-                        "BinarySVM": lambda: jaxrank.BinarySVM(C=C)}[label]
+                cls = {"APSVM": jaxrank.APSVM, "BinarySVM": jaxrank.BinarySVM}[label]
+                fit = lambda cls=cls, C=C, X=Xtr, y=ytr: cls(C=C).fit(X, y)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    m, first, med = timed(lambda: make().fit(Xtr, ytr), args.repeats)
+                    m, first, med = timed(fit, args.repeats)
                 s = m.decision_function(Xte)
                 gap = (m.objective_ - m.dual_objective_) / m.objective_
                 vs, extra = "", " | | | |"
