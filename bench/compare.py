@@ -55,6 +55,7 @@ Usage (from the repository root of the NEW code, venv active)::
     python bench/compare.py                    # full comparison
     python bench/compare.py --scripts training --rounds 3
     python bench/compare.py --dry-run          # print the commands only
+    python bench/compare.py --scripts training --args 'training=--Cs 0.1,1,10 --repeats 1'
 
 The report is also written to ``WORKDIR/compare.md`` (``--output`` to
 change) with the raw figures in ``WORKDIR/compare.json``. The worktree is
@@ -69,6 +70,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -132,8 +134,10 @@ def ensure_old_tree(workdir: Path, commit: str) -> Path:
     return old
 
 
-def command(script, tree, side, mode, out):
+def command(script, tree, side, mode, out, override=None):
     common, old_only, new_only = MODES[mode][script]
+    if override is not None:
+        common = override
     extra = old_only if side == "old" else new_only
     args = [a.replace("{out}", str(out)) for a in common + extra]
     return [sys.executable, str(tree / "bench" / f"{script}.py"), *args]
@@ -379,6 +383,10 @@ def main(argv=None):
                    help="old worktree, run outputs and report (default %(default)s)")
     p.add_argument("--output", default=None, help="report file (default WORKDIR/compare.md)")
     p.add_argument("--timeout", type=float, default=7200, help="seconds per run")
+    p.add_argument("--args", action="append", default=[], metavar="SCRIPT=ARGS",
+                   help="replace the mode's common arguments of one script (both sides), "
+                   "e.g. --args 'training=--Cs 0.1,1 --repeats 1'; the old-only "
+                   "--no-phases of inference.py is kept")
     p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     p.add_argument("--cleanup", action="store_true", help="remove the old worktree at the end")
     args = p.parse_args(argv)
@@ -390,6 +398,12 @@ def main(argv=None):
     for s in scripts:
         if s not in SCRIPTS:
             p.error(f"unknown script {s!r}; choose from {SCRIPTS}")
+    override = {}
+    for item in args.args:
+        name, sep, rest = item.partition("=")
+        if not sep or name not in SCRIPTS:
+            p.error(f"--args expects SCRIPT=ARGS with SCRIPT in {SCRIPTS}; got {item!r}")
+        override[name] = shlex.split(rest)
     workdir = Path(args.workdir).resolve()
     runs_dir = workdir / "runs"
     old = workdir / "old"
@@ -397,7 +411,7 @@ def main(argv=None):
         for s in scripts:
             for side, tree in (("old", old), ("new", ROOT)):
                 out = runs_dir / f"{s}.{side}.1.md"
-                cmd = command(s, tree, side, mode, out)
+                cmd = command(s, tree, side, mode, out, override.get(s))
                 print(f"(cd {tree} && PYTHONPATH={tree} {' '.join(cmd)})")
         return 0
     old = ensure_old_tree(workdir, args.old)
@@ -419,7 +433,7 @@ def main(argv=None):
         for r in range(1, rounds + 1):
             for side, tree in (("old", old), ("new", ROOT)):
                 base = runs_dir / f"{s}.{side}.{r}"
-                cmd = command(s, tree, side, mode, base.with_suffix(".md"))
+                cmd = command(s, tree, side, mode, base.with_suffix(".md"), override.get(s))
                 rc, dt = run_one(cmd, tree, base.with_suffix(".out"),
                                  base.with_suffix(".err"), args.timeout)
                 text = base.with_suffix(".out").read_text()
