@@ -406,8 +406,8 @@ def main():
     if not args.skip_bags:
         run_bags(args, out)
     out.append(
-        f"Total wall time: {time.perf_counter() - t0:.0f} s. ROC curves: "
-        "`bench/figures/kernelrank_roc_*.png`."
+        f"Total wall time: {time.perf_counter() - t0:.0f} s."
+        + (" ROC curves: `bench/figures/kernelrank_roc_*.png`." if args.figures else "")
     )
     print("\n".join(out))
 

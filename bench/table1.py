@@ -105,7 +105,7 @@ def main():
     lines = [
         "# Table 1 shape on real data (`bench/table1.py`)",
         "",
-        f"20 Newsgroups, {T} groups one-vs-rest (10 ranking tasks on one feature matrix); "
+        f"20 Newsgroups, {T} groups one-vs-rest ({T} ranking tasks on one feature matrix); "
         f"train {Xtr.shape[0]} posts (bydate train), test {Xte.shape[0]} posts (bydate "
         f"test), {Xtr.shape[1]} tf-idf terms. C per task by 5-fold stratified CV "
         f"(validation AP) with `jaxrank.model_selection.sweep`, refit on all training "
