@@ -432,16 +432,16 @@ def main(argv=None):
         durations[s] = {"old": [], "new": []}
         for r in range(1, rounds + 1):
             for side, tree in (("old", old), ("new", ROOT)):
-                base = runs_dir / f"{s}.{side}.{r}"
-                cmd = command(s, tree, side, mode, base.with_suffix(".md"), override.get(s))
-                rc, dt = run_one(cmd, tree, base.with_suffix(".out"),
-                                 base.with_suffix(".err"), args.timeout)
-                text = base.with_suffix(".out").read_text()
+                base = f"{s}.{side}.{r}"
+                out, err = runs_dir / f"{base}.out", runs_dir / f"{base}.err"
+                cmd = command(s, tree, side, mode, runs_dir / f"{base}.md", override.get(s))
+                rc, dt = run_one(cmd, tree, out, err, args.timeout)
+                text = out.read_text()
                 figs = PARSERS[s](text)
                 figures[s][side].append(figs)
                 durations[s][side].append((dt, rc))
                 print(f"{s}.py {side} round {r}: {dt:.0f} s, exit {rc}, {len(figs)} figures"
-                      + ("" if rc == 0 else f" (see {base.with_suffix('.err')})"), flush=True)
+                      + ("" if rc == 0 else f" (see {err})"), flush=True)
         all_rows[s] = summarise(s, figures[s])
     text = report(all_rows, durations, meta)
     print()
