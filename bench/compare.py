@@ -52,7 +52,9 @@ subset; see ``MODES`` below, or ``--dry-run`` to print the commands):
 * training: quick = page-blocks, C in {0.1, 1, 10}, 1 timed repeat; full =
   every dataset, C in {0.01, 0.1, 1, 10, 100}.
 
-Usage (from the repository root of the NEW code, venv active)::
+Usage (from the repository root of the NEW code, venv active; in a checkout,
+build the native hinge-block kernel first: ``python setup.py build_ext
+--inplace``, or the new code times its XLA fallback -- the script refuses)::
 
     python bench/compare.py --quick            # representative subset
     python bench/compare.py                    # full comparison
@@ -394,6 +396,8 @@ def main(argv=None):
                    help="replace the mode's common arguments of one script (both sides), "
                    "e.g. --args 'training=--Cs 0.1,1 --repeats 1'; the old-only "
                    "--no-phases of inference.py is kept")
+    p.add_argument("--allow-xla-fallback", dest="allow_xla", action="store_true",
+                   help="run even if the new tree's native DCD kernel is not built")
     p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     p.add_argument("--cleanup", action="store_true", help="remove the old worktree at the end")
     args = p.parse_args(argv)
@@ -421,6 +425,12 @@ def main(argv=None):
                 cmd = command(s, tree, side, mode, out, override.get(s))
                 print(f"(cd {tree} && PYTHONPATH={tree} {' '.join(cmd)})")
         return 0
+    src = ROOT / "jaxrank" / "_src"
+    if (src / "dcd.c").exists() and not any(src.glob("_dcd*.so")) and not args.allow_xla:
+        raise SystemExit(
+            f"{src}/_dcd*.so is missing: the new code would time its slow XLA fallback of "
+            "the hinge block. Build it (python setup.py build_ext --inplace) or pass "
+            "--allow-xla-fallback.")
     old = ensure_old_tree(workdir, args.old)
     runs_dir.mkdir(parents=True, exist_ok=True)
     meta = {
