@@ -43,7 +43,7 @@ difficult samples of APPX's easy/difficult split, computed here from the
 fitted ``w0_`` by a transcription of §3.3, see :func:`appx_split`). Since the
 structured-model refactor, ``BinarySVM`` no longer calls the 0-1 oracle: it
 is a sum of per-sample hinges solved by dual coordinate ascent, and its
-"iterations" are epochs over the samples; its row times the oracle that a
+"iterations" are rounds of coordinate ascent over the samples; its row times the oracle that a
 1-slack binary SVM would call, for comparison with the paper's table.
 
     python bench/sweep.py            # about 10 minutes on 2 CPU cores
@@ -429,8 +429,8 @@ def main():
         "and `X.T @ g` per iteration, not counted here). The masked kernels keep static "
         "shapes, so it still scans all n samples (the easy ones are masked, not removed).",
         "BinarySVM's solver no longer calls the 0-1 oracle timed here: it is a sum of "
-        "per-sample hinges solved by dual coordinate ascent, and its iterations are epochs "
-        "over the samples, so its last two rows are what a 1-slack binary SVM would spend "
+        "per-sample hinges solved by dual coordinate ascent, and its iterations are rounds "
+        "of coordinate ascent over the samples, so its last two rows are what a 1-slack binary SVM would spend "
         "on inference, not what `BinarySVM` spends.",
         "",
         "Reproduce: `python bench/sweep.py` (writes this file).",
