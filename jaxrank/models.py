@@ -17,7 +17,8 @@ worked example of a user-defined model.
 * Weak supervision (bags of candidates): :class:`BagData` / :func:`bag_data`
   (padded ``[bags, T_max]`` candidate table), :class:`CandidateFeatures`,
   :class:`LatentProblem`, :class:`LatentAPModel`, :class:`LatentSVMModel`,
-  :class:`LatentSSVMModel` (each with ``impute`` for CCCP).
+  :class:`LatentSSVMModel` (each with ``impute`` for CCCP), and the CCCP
+  pieces :func:`latent_objective`, :func:`cccp_update`.
 """
 
 from jaxrank._src.apsvm import APModel, query_layout
@@ -33,6 +34,8 @@ from jaxrank._src.latent import (
     LatentSSVMModel,
     LatentSVMModel,
     bag_data,
+    cccp_update,
+    latent_objective,
 )
 from jaxrank._src.models import ItemProblem, Model, QueryProblem
 from jaxrank._src.types import FeatureMap, HingeTerms, StructuredModel
@@ -59,6 +62,8 @@ __all__ = [
     "QueryProblem",
     "StructuredModel",
     "bag_data",
+    "cccp_update",
     "design",
+    "latent_objective",
     "query_layout",
 ]

@@ -629,7 +629,7 @@ class LatentEstimator(StructuredSVM):
     _groups_param = "bags"
     _groups_required = True
     _groups_at_predict = True
-    _persist = ("n_outer_iter_", "cccp_objectives_", "init_objectives_")
+    _persist = ("n_outer_iter_", "cccp_objectives_", "cccp_gaps_", "init_objectives_")
 
     # -- inputs -------------------------------------------------------------
 
@@ -752,6 +752,7 @@ class LatentEstimator(StructuredSVM):
         T_out = int(self.max_outer_iter)
         tol = float(self.tol)
         hist = np.full((K, T_out), np.nan)
+        gaps = np.full((K, T_out), np.nan)
         active = np.ones(K, bool)
         best_obj = np.full(K, np.inf)
         best_w = np.zeros((K, model.dim(data)), np.float32)
@@ -771,6 +772,7 @@ class LatentEstimator(StructuredSVM):
             W, dual = np.asarray(res.w), np.asarray(res.dual, np.float64)
             a = active
             hist[a, t] = obj[a]
+            gaps[a, t] = np.asarray(res.objective, np.float64)[a] - dual[a]
             steps[a] += np.asarray(res.num_steps)[a]
             conv[a] &= np.asarray(res.converged)[a]
             n_outer[a] = t + 1
@@ -802,13 +804,16 @@ class LatentEstimator(StructuredSVM):
             dual=jnp.asarray(best_dual[idx], jnp.float32),
             num_steps=jnp.asarray(steps[idx], jnp.int32), converged=jnp.asarray(conv[idx]))
         extras = {"n_outer_iter_": n_outer[idx], "cccp_objectives_": hist[idx],
-                  "init_objectives_": best_obj_m, "_hit_max_outer": hit_max[idx]}
+                  "cccp_gaps_": gaps[idx], "init_objectives_": best_obj_m,
+                  "_hit_max_outer": hit_max[idx]}
         return res, extras
 
     def _fitted_extras(self, extras, pick):
         self.n_outer_iter_ = int(np.asarray(extras["n_outer_iter_"])[0])
         h = np.asarray(extras["cccp_objectives_"], np.float64)[0]
         self.cccp_objectives_ = h[: self.n_outer_iter_].copy()
+        g = np.asarray(extras["cccp_gaps_"], np.float64)[0]
+        self.cccp_gaps_ = g[: self.n_outer_iter_].copy()
         self.init_objectives_ = np.asarray(extras["init_objectives_"], np.float64)[0].copy()
 
     def _scores(self, W, data):
@@ -984,8 +989,12 @@ _COMMON_ATTRS = """
         converged_: whether every convex step of the kept run reached ``tol``.
         n_outer_iter_: CCCP iterations of the kept run.
         cccp_objectives_: ``[n_outer_iter_]`` float64, the objective after every
-            outer iteration of the kept run (non-increasing up to the solvers'
-            certified tolerance).
+            outer iteration of the kept run. CCCP cannot increase it beyond the
+            convex step's certified gap: ``cccp_objectives_[t] <=
+            cccp_objectives_[t - 1] + cccp_gaps_[t]`` (``<= tol`` relative when
+            the step converged).
+        cccp_gaps_: ``[n_outer_iter_]`` float64, certified duality gap
+            (objective minus dual bound) of every convex step.
         init_objectives_: ``[n_init]`` final objective of every initialisation.
         fit_time_: seconds."""
 
