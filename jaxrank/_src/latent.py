@@ -431,7 +431,8 @@ class LatentSVMModel(Model):
     ignored set of the robustness fraction ``c``: the ``floor(c n_neg)``
     highest-scoring negative candidates (``n_neg`` = the negative candidates
     of the fit), never a bag's lowest-scoring one (at least one candidate per
-    negative bag is kept). The kept-candidate sum is then smallest (greedy is
+    negative bag is kept, so at most ``n_neg`` minus the number of negative
+    bags are ignored). The kept-candidate sum is then smallest (greedy is
     optimal on this partition matroid), so CCCP never increases the objective.
 
     Attributes:
@@ -1142,8 +1143,8 @@ class LatentSVM(LatentEstimator):
                          + C sum_{j in N} sum_{h not in I_j} max(0, 1 + w^T x_{j,h} + b)
 
     where ``I`` holds ``floor(c n_neg)`` negative candidates (``n_neg``: all
-    negative candidates) and leaves at least one candidate of every negative
-    bag: "the most confusing c %% of the negative candidates" are ignored
+    negative candidates; fewer if that would empty a bag) and leaves at least
+    one candidate of every negative bag: "the most confusing c %% of the negative candidates" are ignored
     (``c = 0`` is the plain latent SVM). Trained by CCCP: impute the highest
     scoring candidate of each positive bag and the ignored set (the
     highest-scoring negative candidates other than each bag's lowest; both
