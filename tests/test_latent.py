@@ -338,7 +338,7 @@ def test_latent_ssvm_trains_and_records_cccp(fitted):
 
 
 def test_bags_of_size_one_give_apsvm(bagged):
-    X, y, bags, witness = bagged
+    X, _, _, witness = bagged
     Xw = X[np.sort(witness)]  # any 6 rows
     X1 = np.concatenate([Xw, X[:B - len(Xw)]])
     y1 = np.arange(B) % 2
