@@ -637,6 +637,9 @@ class LatentEstimator(StructuredSVM):
     _groups_at_predict = True
     _persist = ("n_outer_iter_", "cccp_objectives_", "cccp_gaps_", "init_objectives_")
 
+    def _features(self):
+        return CandidateFeatures()
+
     # -- inputs -------------------------------------------------------------
 
     def _prepare_bags(self, X, y, bags, known=None, where=None, reset=True):
@@ -712,7 +715,9 @@ class LatentEstimator(StructuredSVM):
             positive=jnp.asarray(positive), where=jnp.asarray(where), cand=cand,
             chosen=jnp.zeros((M, B), jnp.int32), ignore=jnp.zeros((M, B, T), bool),
             J=f32(float(getattr(self, "J", 1.0))), c=f32(float(getattr(self, "c", 0.0))))
-        return problems, {"max_pos": int(max(n_pos.max(), 1))}
+        # kp bounds the positive bags of every fit by the positive bags of the
+        # data (not of ``where``), so CV folds and refits share one compiled model.
+        return problems, {"max_pos": int(max(positive.sum(axis=1).max(), 1))}
 
     # -- CCCP -----------------------------------------------------------------
 
