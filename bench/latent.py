@@ -58,7 +58,7 @@ and ``bench/figures/latent_supervision.png``:
 from __future__ import annotations
 
 import argparse
-import io
+import json
 import platform
 import sys
 import tarfile
@@ -94,7 +94,10 @@ SVM_JS = [0.1, 1.0]
 SVM_ROBUST = [0.0, 0.3]
 MEAN_CS = [1.0, 10.0, 100.0, 1000.0]
 SETTINGS = dict(n_init=2, tol=1e-3, max_outer_iter=10)
-AP_ITER, SVM_ITER = 1000, 2000
+AP_ITER, SVM_ITER = 1000, 1000
+# Sets with more candidate rows than BIG: LatentSVM gets BIG_SVM_ITER iterations per
+# convex step and 2 of the (J, c) pairs, (J_min, c_min) and (J_max, c_max).
+BIG, BIG_SVM_ITER = 5000, 300
 S_LEVELS = [0, 25, 50, 75, 100]
 METHODS = ["LatentAPSVM", "LatentSVM", "LatentSSVM"]
 
@@ -199,6 +202,8 @@ def nested_cv(name, X, bags, y, quick=False, log=print):
     """Outer 5-fold CV of every method: dict method -> list of fold records."""
     ids = np.unique(bags)
     pos_rate = y.mean()
+    big = X.shape[0] > BIG
+    svm_iter = BIG_SVM_ITER if big else SVM_ITER
     ratio = 1.0 / pos_rate  # (|P| + |N|) / |P|
     out = {m: [] for m in METHODS + ["APSVM (bag mean)"]}
     outer = StratifiedKFold(5, shuffle=True, random_state=0)
@@ -225,8 +230,12 @@ def nested_cv(name, X, bags, y, quick=False, log=print):
             elif method == "LatentSVM":
                 best = None
                 grid = [(J, c) for J in SVM_JS for c in SVM_ROBUST]
-                for J, c in (grid[:2] if quick else grid):
-                    est = jaxrank.LatentSVM(J=J * ratio, c=c, max_iter=SVM_ITER,
+                if quick:
+                    grid = grid[:2]
+                elif big:  # dual coordinate ascent epochs cost O(instances): shrink
+                    grid = [(SVM_JS[0], SVM_ROBUST[0]), (SVM_JS[-1], SVM_ROBUST[-1])]
+                for J, c in grid:
+                    est = jaxrank.LatentSVM(J=J * ratio, c=c, max_iter=svm_iter,
                                             random_state=0, **SETTINGS)
                     r = _sweep(Xf, y, bags, est, SVM_CS, train)
                     score = r.mean_val_ap[0].max()
@@ -236,7 +245,7 @@ def nested_cv(name, X, bags, y, quick=False, log=print):
                 m = r.best_estimators[0]
                 ap = m.score(Xf[te_rows], y[te], bags=bags[te_rows])
                 rec = dict(ap=ap, C=r.best_C[0], J=J, c=c, outer=m.n_outer_iter_,
-                           refit=r.refit_time)
+                           refit=r.refit_time, max_iter=svm_iter, n_pairs=len(grid))
             else:
                 cls = getattr(jaxrank, method)
                 est = cls(inference="select", max_iter=AP_ITER, random_state=0, **SETTINGS)
@@ -409,6 +418,18 @@ def oracle_times(sizes, T=20, d=16, log=print):
 # ---------------------------------------------------------------------------
 
 
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.floating, np.integer, np.bool_)):
+        return x.item()
+    return x
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--parts", default="table,sweep,oracle")
@@ -417,13 +438,21 @@ def main():
     p.add_argument("--quick", action="store_true", help="2 MIL sets, 1 target per sweep")
     p.add_argument("--output", default=str(OUT))
     p.add_argument("--figure", default=str(FIG))
+    p.add_argument("--fresh", action="store_true",
+                   help="ignore the raw results cached next to --output (default: update them, "
+                   "so parts and datasets can be run separately)")
     args = p.parse_args()
     parts = set(args.parts.split(","))
-    lines = []
+    cache_path = Path(args.output).with_suffix(".json")
+    cache = {} if args.fresh or not cache_path.exists() else json.loads(cache_path.read_text())
     t_all = time.perf_counter()
 
     def log(msg):
         print(msg, flush=True)
+
+    def save():
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        cache_path.write_text(json.dumps(_jsonable(cache), indent=1))
 
     if args.datasets:
         sets = args.datasets.split(",")
@@ -433,15 +462,17 @@ def main():
         sets = MIL_SETS + [f"animals:{a}" for a in ANIMALS]
 
     if "table" in parts:
-        table = {}
+        table = cache.setdefault("table", {})
         for name in sets:
             X, bags, y = load_mil(name)
+            T_max = np.bincount(np.unique(bags, return_inverse=True)[1]).max()
             log(f"{name}: {X.shape[0]} instances x {X.shape[1]}, {len(y)} bags "
-                f"({y.sum()} positive), at most {np.bincount(np.unique(bags, return_inverse=True)[1]).max()} per bag")
+                f"({y.sum()} positive), at most {T_max} per bag")
             t0 = time.perf_counter()
-            table[name] = nested_cv(name, X, bags, y, quick=args.quick, log=log) + (
-                X.shape, len(y), time.perf_counter() - t0)
-        lines += table_report(table)
+            res, pos_rate = nested_cv(name, X, bags, y, quick=args.quick, log=log)
+            table[name] = dict(res=res, pos_rate=pos_rate, shape=X.shape, n_bags=len(y),
+                               seconds=time.perf_counter() - t0)
+            save()
 
     if "sweep" in parts:
         results = {}
@@ -450,7 +481,7 @@ def main():
         Cs = {"LatentAPSVM": [10.0, 100.0], "LatentSSVM": [10.0, 100.0],
               "LatentSVM": [0.01, 0.1]}
         log("digit bags: known= vs copies check")
-        obj_known, obj_copy = check_copy_trick(Z, labels, 3, log)
+        check = check_copy_trick(Z, labels, 3, log)
         log("supervision sweep: digits")
         results["digit bags (load_digits, T = 10)"] = supervision_sweep(
             "digits", Z, labels, targets, Cs, log)
@@ -460,22 +491,37 @@ def main():
         log("supervision sweep: 20 Newsgroups")
         results["20 Newsgroups bags (T = 10)"] = supervision_sweep(
             "20news", Zn, gl, ntargets, Cs, log)
-        plot_sweep(results, Path(args.figure))
-        lines += sweep_report(results, Cs, targets, [names[t] for t in ntargets],
-                              (obj_known, obj_copy), Path(args.figure))
+        cache["sweep"] = dict(results=results, Cs=Cs, digit_targets=targets,
+                              news_targets=[names[t] for t in ntargets], check=check)
+        save()
 
     if "oracle" in parts:
         sizes = [10**3, 10**4, 10**5] if args.quick else [10**3, 10**4, 10**5, 10**6]
         log("oracle time vs number of candidates")
-        lines += oracle_report(oracle_times(sizes, log=log))
+        cache["oracle"] = oracle_times(sizes, log=log)
+        save()
 
+    lines = []
+    if "table" in cache:
+        lines += table_report(cache["table"])
+    if "sweep" in cache:
+        sw = cache["sweep"]
+        results = {k: {m: np.asarray(v) for m, v in r.items()} for k, r in sw["results"].items()}
+        plot_sweep(results, Path(args.figure))
+        lines += sweep_report(results, sw["Cs"], sw["digit_targets"], sw["news_targets"],
+                              sw["check"], Path(args.figure))
+    if "oracle" in cache:
+        lines += oracle_report(cache["oracle"])
+    cache.setdefault("seconds", {})[",".join(sorted(parts))] = time.perf_counter() - t_all
+    save()
     head = [
         "# Weak supervision: latent AP-SVM vs latent SVM vs latent SSVM (`bench/latent.py`)",
         "",
         f"Machine: {platform.machine()}, {jax.device_count()} CPU devices (2 cores), jax "
-        f"{jax.__version__}; shared VM, timings noisy. Total time "
-        f"{time.perf_counter() - t_all:.0f} s. Reproduce: `python bench/latent.py`"
-        + (" --quick" if args.quick else "") + ".",
+        f"{jax.__version__}; a shared VM (other jobs ran at the same time: timings are "
+        "noisy, compare within a row). Reproduce: `python bench/latent.py` (every part; "
+        "raw results are cached in `latent.json` next to this file, so "
+        "`--parts table --datasets musk1` etc. can be run separately and merged).",
         "",
     ]
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
@@ -492,13 +538,17 @@ def table_report(table):
         f"J in (|P|+|N|)/|P| x {SVM_JS}, c in {SVM_ROBUST}; APSVM on bag means C in "
         f"{MEAN_CS}. Latent models: n_init={SETTINGS['n_init']}, tol={SETTINGS['tol']}, "
         f"max_outer_iter={SETTINGS['max_outer_iter']}, max_iter {AP_ITER} (AP) / {SVM_ITER} "
-        "(SVM) per convex step.",
+        f"(SVM) per convex step; on sets with more than {BIG} candidate rows (marked †) "
+        f"LatentSVM gets {BIG_SVM_ITER} iterations per step and only the (J, c) pairs "
+        f"({SVM_JS[0]}, {SVM_ROBUST[0]}) and ({SVM_JS[-1]}, {SVM_ROBUST[-1]}) (its dual "
+        "coordinate ascent epochs cost O(candidates)).",
         "",
         "| dataset | bags (pos %) | " + " | ".join(cols) + " |",
         "|---|---|" + "---|" * len(cols),
     ]
     means = {c: [] for c in cols}
-    for name, (res, pos_rate, shape, nb, secs) in table.items():
+    for name, t in table.items():
+        res, pos_rate, nb = t["res"], t["pos_rate"], t["n_bags"]
         cells = []
         best = max(np.mean([r["ap"] for r in res[c]]) for c in cols)
         for c in cols:
@@ -506,7 +556,9 @@ def table_report(table):
             means[c].append(a.mean())
             txt = f"{100 * a.mean():.1f} ± {100 * a.std():.1f}"
             cells.append(f"**{txt}**" if a.mean() == best else txt)
-        out.append(f"| {name} | {nb} ({100 * pos_rate:.0f}) | " + " | ".join(cells) + " |")
+        mark = " †" if t["shape"][0] > BIG else ""
+        out.append(f"| {name}{mark} | {nb} ({100 * pos_rate:.0f}) | " + " | ".join(cells)
+                   + " |")
     out.append("| **mean** | | " + " | ".join(f"**{100 * np.mean(means[c]):.1f}**"
                                               for c in cols) + " |")
     out.append("")
@@ -527,7 +579,8 @@ def table_report(table):
             f"{c} refit s / CCCP it. / total s" for c in METHODS) + " | APSVM (bag mean) refit s |",
         "|---|---|" + "---|" * (len(METHODS) + 1),
     ]
-    for name, (res, pos_rate, shape, nb, secs) in table.items():
+    for name, t in table.items():
+        res, shape = t["res"], t["shape"]
         cells = []
         for c in METHODS:
             refit = np.median([r["refit"] for r in res[c][1:]])
@@ -539,7 +592,8 @@ def table_report(table):
     out.append("")
     out.append("Chosen hyperparameters per outer fold:")
     out.append("")
-    for name, (res, *_rest) in table.items():
+    for name, t in table.items():
+        res = t["res"]
         svm = ", ".join(f"(C={r['C']:g}, J={r['J']:g}x, c={r['c']:g})" for r in res["LatentSVM"])
         out.append(f"- {name}: LatentAPSVM C {[float(r['C']) for r in res['LatentAPSVM']]}; "
                    f"LatentSSVM C {[float(r['C']) for r in res['LatentSSVM']]}; LatentSVM {svm}; "
