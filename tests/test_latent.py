@@ -252,7 +252,7 @@ def test_latent_svm_imputation_is_the_exact_minimiser_brute_force():
 
 B, T, D = 12, 3, 4
 ESTIMATORS = {
-    "ap": lambda **kw: jaxrank.LatentAPSVM(C=10.0, inference="greedy", n_init=1,
+    "ap": lambda **kw: jaxrank.LatentAPSVM(C=10.0, inference="greedy", n_init=2,
                                            random_state=0, **kw),
     "svm": lambda **kw: jaxrank.LatentSVM(C=1.0, c=0.2, n_init=2, random_state=0, **kw),
     "ssvm": lambda **kw: jaxrank.LatentSSVM(C=10.0, inference="greedy", n_init=1,
@@ -493,18 +493,19 @@ def test_cli_train_predict_evaluate_on_svmlight_bags(bagged, fitted, tmp_path, c
     assert "needs qid" in capsys.readouterr().err
 
 
-def test_sweep_folds_are_whole_bags_scored_by_their_best_candidate(bagged):
+@pytest.mark.parametrize("name", ["ap", "svm"])
+def test_sweep_folds_are_whole_bags_scored_by_their_best_candidate(name, bagged):
     X, y, bags, _ = bagged
-    est = jaxrank.LatentSVM(C=1.0, c=0.2, n_init=1, random_state=0)
-    # cv=2, one C, n_init=1: the same 2 batched fits as the n_init=2 fit above.
-    r = jaxrank.sweep(X, y, groups=bags, model=est, Cs=[1.0], cv=2, refit=False,
+    est = ESTIMATORS[name]().set_params(n_init=1)
+    # cv=2, one C, n_init=1: the same 2 batched fits as the n_init=2 fits above.
+    r = jaxrank.sweep(X, y, groups=bags, model=est, Cs=[est.C], cv=2, refit=False,
                       return_weights=True)
     assert r.val_ap.shape == (1, 1, 2) and r.val_masks.shape == (1, 2, B)
     ids = np.unique(bags)
     for f in range(2):
         val = r.val_masks[0, f]
         w = r.weights[0, 0, f]
-        s = X @ w[:-1] + w[-1]
+        s = X @ w[:D] + (w[D] if w.shape[0] > D else 0.0)
         best = np.array([s[bags == b].max() for b in ids])
         np.testing.assert_allclose(r.val_ap[0, 0, f], average_precision_score(y[val], best[val]),
                                    rtol=1e-5)
