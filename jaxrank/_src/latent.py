@@ -333,14 +333,16 @@ class LatentSSVMModel(Model):
     not have; this is our own approximation). For a fixed ``H`` the maximum
     over ``Y`` is exact (AP inference on the bag scores ``s_k(h_k)``); for a
     fixed ``Y`` the maximum over ``H`` is exact and separable (bag ``k``'s
-    score enters with the coefficient ``c_k(Y) = sum_j Y_kj / (|P||N|)`` of
-    eq. (1): its highest candidate if ``c_k > 0``, its lowest if ``c_k < 0``).
-    The oracle alternates the two exact steps (block-coordinate ascent,
-    ``SSVM_ROUNDS = 3`` rounds, ending with a ``Y`` step) from three starts
-    (``H = problem.chosen``; positives lowest and negatives highest; every bag
-    highest) and keeps the most violated result. Each step can only increase
-    the loss-augmented score, and the first start guarantees ``xi >= 0``, but
-    the result is a local maximum: the returned constraint is a valid
+    score enters ``w^T Psi(X, Y, H)`` with the coefficient ``c_k(Y)`` of eq.
+    (1), ``sum_j Y_kj / (|P||N|)`` for a positive and ``-sum_i Y_ik / (|P||N|)``
+    for a negative: it takes its highest candidate if ``c_k > 0``, its lowest
+    if ``c_k < 0``). The oracle alternates the two exact steps
+    (block-coordinate ascent: ``SSVM_ROUNDS = 3`` rounds and a last ``Y``
+    step) from three starts (``H = problem.chosen``; positives lowest and
+    negatives highest; every bag highest) and keeps the most violated ``(Y,
+    H)`` pair visited (its value is exact). Each step can only increase the
+    loss-augmented score, and the first start guarantees ``xi >= 0``, but the
+    result is a local maximum: the returned constraint is a valid
     constraint of (5) that may not be the most violated one, so the slack,
     the solver's ``objective`` and its duality gap are those of the
     constraints found (a lower bound on the exact objective of (5)).
