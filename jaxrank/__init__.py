@@ -2,8 +2,10 @@
 
 * Estimators (scikit-learn style): :class:`APSVM` (also query-grouped,
   SVM-map), :class:`APSVMApprox`, :class:`BinarySVM`, :class:`AUCSVM`,
-  :class:`KernelRank`; every structured SVM derives from
-  :class:`StructuredSVM`. :data:`ESTIMATORS` is the registry (CLI names).
+  :class:`KernelRank`; weak supervision (bags of candidates, CCCP):
+  :class:`LatentAPSVM`, :class:`LatentSVM`, :class:`LatentSSVM`; every
+  structured SVM derives from :class:`StructuredSVM`. :data:`ESTIMATORS` is
+  the registry (CLI names).
 * :func:`sweep` — every (task, C, fold) fit of a grid search in one compiled
   call (also in :mod:`jaxrank.model_selection`).
 * :mod:`jaxrank.models` — the structured-model interface (feature maps,
@@ -27,6 +29,7 @@ from jaxrank._src.binary import BinarySVM
 from jaxrank._src.data import load_data
 from jaxrank._src.io import load, save
 from jaxrank._src.kernelrank import KernelRank
+from jaxrank._src.latent import LatentAPSVM, LatentSSVM, LatentSVM
 from jaxrank._src.registry import ESTIMATORS
 from jaxrank._src.sweep import SweepResult, sweep
 
@@ -39,6 +42,9 @@ __all__ = [
     "BinarySVM",
     "ESTIMATORS",
     "KernelRank",
+    "LatentAPSVM",
+    "LatentSSVM",
+    "LatentSVM",
     "StructuredSVM",
     "SweepResult",
     "datasets",

@@ -12,6 +12,7 @@ from jaxrank._src.appx import APSVMApprox
 from jaxrank._src.aucsvm import AUCSVM
 from jaxrank._src.binary import BinarySVM
 from jaxrank._src.kernelrank import KernelRank
+from jaxrank._src.latent import LatentAPSVM, LatentSSVM, LatentSVM
 
 ESTIMATORS = {
     "apsvm": APSVM,
@@ -19,6 +20,9 @@ ESTIMATORS = {
     "apsvm-appx": APSVMApprox,
     "auc-svm": AUCSVM,
     "kernelrank": KernelRank,
+    "latent-apsvm": LatentAPSVM,
+    "latent-svm": LatentSVM,
+    "latent-ssvm": LatentSSVM,
 }
 
 
