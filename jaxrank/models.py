@@ -13,7 +13,9 @@ worked example of a user-defined model.
   design matrix), :class:`LinearFeatures` (``S = X w``), :class:`Intercept`.
 * Problems: :class:`ItemProblem`, :class:`QueryProblem`.
 * Built-in models: :class:`APModel`, :class:`BinaryModel`, :class:`AUCModel`,
-  :class:`AppxModel`.
+  :class:`AppxModel`, :class:`HOBModel` and :class:`HOAPModel` (high-order:
+  feature map :class:`HighOrderFeatures` on :class:`GraphData`, problems
+  :class:`HOBProblem`, :class:`HOAPProblem`).
 """
 
 from jaxrank._src.apsvm import APModel, query_layout
@@ -21,6 +23,15 @@ from jaxrank._src.appx import AppxModel, AppxProblem
 from jaxrank._src.aucsvm import AUCModel
 from jaxrank._src.binary import BinaryModel
 from jaxrank._src.features import Design, Intercept, LinearFeatures, design
+from jaxrank._src.high_order import (
+    GraphData,
+    HighOrderFeatures,
+    HOAPModel,
+    HOAPProblem,
+    HOBModel,
+    HOBProblem,
+    pairwise_design,
+)
 from jaxrank._src.models import ItemProblem, Model, QueryProblem
 from jaxrank._src.types import FeatureMap, HingeTerms, StructuredModel
 
@@ -31,6 +42,12 @@ __all__ = [
     "AppxProblem",
     "BinaryModel",
     "Design",
+    "GraphData",
+    "HOAPModel",
+    "HOAPProblem",
+    "HOBModel",
+    "HOBProblem",
+    "HighOrderFeatures",
     "FeatureMap",
     "HingeTerms",
     "Intercept",
@@ -40,5 +57,6 @@ __all__ = [
     "QueryProblem",
     "StructuredModel",
     "design",
+    "pairwise_design",
     "query_layout",
 ]

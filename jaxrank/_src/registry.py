@@ -11,6 +11,7 @@ from jaxrank._src.apsvm import APSVM
 from jaxrank._src.appx import APSVMApprox
 from jaxrank._src.aucsvm import AUCSVM
 from jaxrank._src.binary import BinarySVM
+from jaxrank._src.high_order import HOAPSVM, HOBSVM
 from jaxrank._src.kernelrank import KernelRank
 
 ESTIMATORS = {
@@ -19,6 +20,8 @@ ESTIMATORS = {
     "apsvm-appx": APSVMApprox,
     "auc-svm": AUCSVM,
     "kernelrank": KernelRank,
+    "hob-svm": HOBSVM,
+    "hoap-svm": HOAPSVM,
 }
 
 
