@@ -802,31 +802,53 @@ def host_cut(d, tails, heads, w, *, method, mode, want_labels):
     return fn(d, tails, heads, w, mode, want_labels)
 
 
+def _split(x):
+    """``x`` as two float32 parts ``hi + lo`` (exact to ~48 bits for float64 ``x``)."""
+    hi = x.astype(jnp.float32)
+    return hi, (x - hi.astype(x.dtype)).astype(jnp.float32)
+
+
+def _join(hi, lo):
+    return np.asarray(hi, np.float64) + np.asarray(lo, np.float64)
+
+
 def _cut_callback(cut: CutPart, d, p, *, method, flips: bool, map_only: bool):
-    """``pure_callback`` into :func:`host_cut` for the graph-cut part."""
+    """``pure_callback`` into :func:`host_cut` for the graph-cut part.
+
+    Floats cross the callback as float32 pairs ``hi + lo``: the callback may run on
+    an XLA thread without the caller's ``jax.enable_x64`` context, where float64
+    inputs and outputs would be rounded to float32.
+    """
     nL = cut.nodes.shape[0]
     dtype = d.dtype
-    dl = d[cut.nodes]
-    wl = -p[cut.edge_ids]
+    dh, dlo = _split(d[cut.nodes])
+    wh, wlo = _split(-p[cut.edge_ids])
     if map_only:
         shapes = jax.ShapeDtypeStruct((nL,), jnp.int8)
 
-        def host(dl, wl, t, h):
-            return host_cut(dl, t, h, wl, method=method, mode=0, want_labels=False)[0]
+        def host(dh, dlo, wh, wlo, t, h):
+            return host_cut(_join(dh, dlo), t, h, _join(wh, wlo), method=method, mode=0,
+                            want_labels=False)[0]
 
-        return jax.pure_callback(host, shapes, dl, wl, cut.tails, cut.heads,
+        return jax.pure_callback(host, shapes, dh, dlo, wh, wlo, cut.tails, cut.heads,
                                  vmap_method="sequential")
-    shapes = (jax.ShapeDtypeStruct((nL,), jnp.int8), jax.ShapeDtypeStruct((nL,), dtype))
+    f32 = jax.ShapeDtypeStruct((nL,), jnp.float32)
+    shapes = (jax.ShapeDtypeStruct((nL,), jnp.int8), f32, f32)
     if flips:
         shapes = shapes + (jax.ShapeDtypeStruct((nL, nL), jnp.int8),)
 
-    def host(dl, wl, t, h):
-        mp, delta, labs = host_cut(dl, t, h, wl, method=method, mode=1, want_labels=flips)
-        out = (mp, delta.astype(dtype))
+    def host(dh, dlo, wh, wlo, t, h):
+        mp, delta, labs = host_cut(_join(dh, dlo), t, h, _join(wh, wlo), method=method, mode=1,
+                                   want_labels=flips)
+        hi = delta.astype(np.float32)
+        lo = (delta - hi.astype(np.float64)).astype(np.float32)
+        out = (mp, hi, lo)
         return out + (labs,) if flips else out
 
-    return jax.pure_callback(host, shapes, dl, wl, cut.tails, cut.heads,
-                             vmap_method="sequential")
+    out = jax.pure_callback(host, shapes, dh, dlo, wh, wlo, cut.tails, cut.heads,
+                            vmap_method="sequential")
+    delta = out[1].astype(dtype) + out[2].astype(dtype)
+    return (out[0], delta) + tuple(out[3:])
 
 
 # ---------------------------------------------------------------------------
