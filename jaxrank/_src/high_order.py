@@ -805,6 +805,9 @@ class HOAPSVM(_HighOrderSVM):
         cccp_objectives_: objective (16) at ``w_0, w_1, ...`` (``[K]``; ``[T,
             K]`` for a 2-D ``y``, each row padded with its last value).
         n_cccp_iter_: CCCP steps made (int; ``[T]``).
+        cccp_gaps_: certified duality gap (objective - dual) of each convex
+            step: ``cccp_objectives_[t + 1] <= cccp_objectives_[t] +
+            cccp_gaps_[t]`` (CCCP descent up to the inexact solves).
         objective_, dual_objective_, n_iter_, converged_: of the last convex
             problem (17).
 
@@ -825,7 +828,7 @@ class HOAPSVM(_HighOrderSVM):
         "cccp_tol": [Interval(Real, 0, None, closed="left")],
     }
     _default_Cs = (10.0, 100.0, 1000.0, 10000.0)
-    _persist = _HighOrderSVM._persist + ("cccp_objectives_", "n_cccp_iter_")
+    _persist = _HighOrderSVM._persist + ("cccp_objectives_", "cccp_gaps_", "n_cccp_iter_")
 
     def __init__(self, C=1.0, *, eta=1.0, init="hobsvm", fit_intercept=True, max_enum=12,
                  graph_method="auto", inference="select", cccp_max_iter=10, cccp_tol=1e-3,
@@ -878,6 +881,7 @@ class HOAPSVM(_HighOrderSVM):
                                       method=model.method)
         F = np.asarray(objective(W, C), np.float64)
         history = [F]
+        step_gaps = []
         active = np.ones(M, bool)
         n_steps = np.zeros(M, int)
         W_out = np.asarray(W).copy()
@@ -900,6 +904,8 @@ class HOAPSVM(_HighOrderSVM):
             n_steps[active] += 1
             F_rec = np.where(active, F_new, history[-1])
             history.append(F_rec)
+            step_gaps.append(np.where(active, np.asarray(res_np.objective, np.float64)
+                                      - np.asarray(res_np.dual, np.float64), 0.0))
             done = (history[-2] - F_new) <= float(self.cccp_tol) * np.abs(history[-2])
             if self.verbose:
                 print(f"HOAPSVM: CCCP step {t + 1}: objective (16) {F_rec.tolist()}", flush=True)
@@ -908,17 +914,21 @@ class HOAPSVM(_HighOrderSVM):
             if not active.any():
                 break
         hist = np.stack(history, axis=1)  # [M, K]
-        extras = {"cccp_objectives_": hist, "n_cccp_iter_": n_steps}
+        extras = {"cccp_objectives_": hist, "n_cccp_iter_": n_steps,
+                  "cccp_gaps_": np.stack(step_gaps, axis=1)}
         result = last._replace(w=W_out)
         return result, extras
 
     def _fitted_extras(self, extras, pick):
         hist = np.asarray(extras["cccp_objectives_"])
         steps = np.asarray(extras["n_cccp_iter_"])
+        gaps = np.asarray(extras["cccp_gaps_"])
         if hist.shape[0] == 1:
             self.cccp_objectives_ = hist[0, :int(steps[0]) + 1].copy()
+            self.cccp_gaps_ = gaps[0, :int(steps[0])].copy()
         else:
             self.cccp_objectives_ = hist.copy()
+            self.cccp_gaps_ = gaps.copy()
         self.n_cccp_iter_ = pick(steps, int)
 
 
