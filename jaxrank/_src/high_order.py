@@ -658,7 +658,10 @@ class HOBSVM(_HighOrderSVM):
     rows ``psi(x_k) / a_k`` (module docstring), the paper's "SVM" baseline.
 
     Args:
-        C: trade-off ``> 0`` (the loss is in ``[0, 1]``; typical ``1``-``10^4``).
+        C: trade-off ``> 0``. The joint feature vector sums over samples, so the
+            useful ``C`` is small: with ``eta = 0`` and ``J = |N|/|P|`` this is a
+            binary SVM on unit-scale rows with ``C_svm ~ 4 C |P|^2 / |N|``
+            (module docstring), e.g. ``C ~ 0.003``-``0.3`` on Cora's classes.
         eta: weight ``>= 0`` of the pairwise part (5); ``0`` ignores the edges.
         J: weight of a missed positive relative to a false positive in (7);
             ``None`` (default): ``|N| / |P|`` of each task.
@@ -697,7 +700,7 @@ class HOBSVM(_HighOrderSVM):
         **_HighOrderSVM._parameter_constraints,
         "J": [None, Interval(Real, 0, None, closed="neither")],
     }
-    _default_Cs = (1.0, 10.0, 100.0, 1000.0)
+    _default_Cs = (0.001, 0.01, 0.1, 1.0)
 
     def __init__(self, C=1.0, *, eta=1.0, J=None, fit_intercept=True, max_enum=12,
                  graph_method="auto", max_iter=1000, tol=1e-4, verbose=False):
@@ -784,8 +787,8 @@ class HOAPSVM(_HighOrderSVM):
     "AP-SVM" baseline.
 
     Args:
-        C: trade-off ``> 0`` of (14) (AP loss in ``[0, 1]``; typical
-            ``10``-``10^4``, the scale of :class:`jaxrank.APSVM`).
+        C: trade-off ``> 0`` of (14) (AP loss in ``[0, 1]``; with ``eta = 0``
+            it is :class:`jaxrank.APSVM` with ``2 C``, so typical ``5``-``5000``).
         eta: weight ``>= 0`` of the pairwise part.
         init: ``"hobsvm"`` (default, as in the paper: ``w_0`` is HOB-SVM with
             the same ``C`` and ``eta``) or ``"zero"``.
@@ -827,7 +830,7 @@ class HOAPSVM(_HighOrderSVM):
         "cccp_max_iter": [Interval(Integral, 1, None, closed="left")],
         "cccp_tol": [Interval(Real, 0, None, closed="left")],
     }
-    _default_Cs = (10.0, 100.0, 1000.0, 10000.0)
+    _default_Cs = (5.0, 50.0, 500.0, 5000.0)
     _persist = _HighOrderSVM._persist + ("cccp_objectives_", "cccp_gaps_", "n_cccp_iter_")
 
     def __init__(self, C=1.0, *, eta=1.0, init="hobsvm", fit_intercept=True, max_enum=12,
