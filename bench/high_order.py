@@ -48,7 +48,6 @@ import argparse
 import io
 import platform
 import re
-import sys
 import tarfile
 import time
 from pathlib import Path

@@ -900,8 +900,9 @@ class HOAPSVM(_HighOrderSVM):
             if last is None:
                 last = res_np
             else:
+                keep = active.copy()
                 last = jax.tree_util.tree_map(
-                    lambda a, b: np.where(active.reshape((M,) + (1,) * (a.ndim - 1)), b, a),
+                    lambda a, b, k=keep: np.where(k.reshape((M,) + (1,) * (a.ndim - 1)), b, a),
                     last, res_np)
             W_out[active] = np.asarray(W_new)[active]
             n_steps[active] += 1
