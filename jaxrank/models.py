@@ -19,6 +19,9 @@ worked example of a user-defined model.
   :class:`LatentProblem`, :class:`LatentAPModel`, :class:`LatentSVMModel`,
   :class:`LatentSSVMModel` (each with ``impute`` for CCCP), and the CCCP
   pieces :func:`latent_objective`, :func:`cccp_update`.
+* High-order (samples with a graph of similar pairs): :class:`HOBModel` and
+  :class:`HOAPModel`, feature map :class:`HighOrderFeatures` on
+  :class:`GraphData`, problems :class:`HOBProblem`, :class:`HOAPProblem`.
 """
 
 from jaxrank._src.apsvm import APModel, query_layout
@@ -37,6 +40,15 @@ from jaxrank._src.latent import (
     cccp_update,
     latent_objective,
 )
+from jaxrank._src.high_order import (
+    GraphData,
+    HighOrderFeatures,
+    HOAPModel,
+    HOAPProblem,
+    HOBModel,
+    HOBProblem,
+    pairwise_design,
+)
 from jaxrank._src.models import ItemProblem, Model, QueryProblem
 from jaxrank._src.types import FeatureMap, HingeTerms, StructuredModel
 
@@ -49,6 +61,12 @@ __all__ = [
     "BinaryModel",
     "CandidateFeatures",
     "Design",
+    "GraphData",
+    "HOAPModel",
+    "HOAPProblem",
+    "HOBModel",
+    "HOBProblem",
+    "HighOrderFeatures",
     "FeatureMap",
     "HingeTerms",
     "Intercept",
@@ -65,5 +83,6 @@ __all__ = [
     "cccp_update",
     "design",
     "latent_objective",
+    "pairwise_design",
     "query_layout",
 ]
