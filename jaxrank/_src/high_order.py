@@ -791,7 +791,12 @@ class HOAPSVM(_HighOrderSVM):
             it is :class:`jaxrank.APSVM` with ``2 C``, so typical ``5``-``5000``).
         eta: weight ``>= 0`` of the pairwise part.
         init: ``"hobsvm"`` (default, as in the paper: ``w_0`` is HOB-SVM with
-            the same ``C`` and ``eta``) or ``"zero"``.
+            the same ``eta``) or ``"zero"``.
+        init_C: ``C`` of the HOB-SVM initialisation (``> 0``); ``None``: the same
+            ``C``. HOB-SVM's useful ``C`` is on another scale (its loss sums over
+            samples; :class:`HOBSVM`), so set it to a good HOB-SVM ``C``.
+        init_max_iter: solver iterations of the HOB-SVM initialisation;
+            ``None``: ``max_iter``.
         fit_intercept, max_enum, graph_method: as :class:`HOBSVM`.
         inference: AP inference method (``"select"``, ``"search"``,
             ``"greedy"``; all exact).
@@ -810,7 +815,9 @@ class HOAPSVM(_HighOrderSVM):
         n_cccp_iter_: CCCP steps made (int; ``[T]``).
         cccp_gaps_: certified duality gap (objective - dual) of each convex
             step: ``cccp_objectives_[t + 1] <= cccp_objectives_[t] +
-            cccp_gaps_[t]`` (CCCP descent up to the inexact solves).
+            cccp_gaps_[t]`` (CCCP descent up to the inexact solves). The
+            fitted weights are the iterate of lowest objective (16) (an
+            inexact step can go up).
         objective_, dual_objective_, n_iter_, converged_: of the last convex
             problem (17).
 
@@ -826,6 +833,8 @@ class HOAPSVM(_HighOrderSVM):
     _parameter_constraints = {
         **_HighOrderSVM._parameter_constraints,
         "init": [StrOptions({"hobsvm", "zero"})],
+        "init_C": [None, Interval(Real, 0, None, closed="neither")],
+        "init_max_iter": [None, Interval(Integral, 1, None, closed="left")],
         "inference": [StrOptions(set(AP_METHODS))],
         "cccp_max_iter": [Interval(Integral, 1, None, closed="left")],
         "cccp_tol": [Interval(Real, 0, None, closed="left")],
@@ -833,12 +842,14 @@ class HOAPSVM(_HighOrderSVM):
     _default_Cs = (5.0, 50.0, 500.0, 5000.0)
     _persist = _HighOrderSVM._persist + ("cccp_objectives_", "cccp_gaps_", "n_cccp_iter_")
 
-    def __init__(self, C=1.0, *, eta=1.0, init="hobsvm", fit_intercept=True, max_enum=12,
-                 graph_method="auto", inference="select", cccp_max_iter=10, cccp_tol=1e-3,
-                 max_iter=1000, tol=1e-4, verbose=False):
+    def __init__(self, C=1.0, *, eta=1.0, init="hobsvm", init_C=None, init_max_iter=None,
+                 fit_intercept=True, max_enum=12, graph_method="auto", inference="select",
+                 cccp_max_iter=10, cccp_tol=1e-3, max_iter=1000, tol=1e-4, verbose=False):
         self.C = C
         self.eta = eta
         self.init = init
+        self.init_C = init_C
+        self.init_max_iter = init_max_iter
         self.fit_intercept = fit_intercept
         self.max_enum = max_enum
         self.graph_method = graph_method
@@ -848,6 +859,11 @@ class HOAPSVM(_HighOrderSVM):
         self.max_iter = max_iter
         self.tol = tol
         self.verbose = verbose
+
+    def _check_params(self):
+        super()._check_params()
+        if self.init_C is not None:
+            check_positive_float32(self.init_C, "init_C")
 
     def _problems(self, data, positive, where, groups):
         M = positive.shape[0]
@@ -869,12 +885,15 @@ class HOAPSVM(_HighOrderSVM):
         pos, where = problems.positive, problems.where
         gm = model.graph_method
         if self.init == "hobsvm":
-            hob = HOBSVM(C=self.C, eta=self.eta, fit_intercept=self.fit_intercept,
-                         max_enum=self.max_enum, graph_method=self.graph_method,
-                         max_iter=self.max_iter, tol=self.tol)
+            hob = HOBSVM(C=self.C if self.init_C is None else self.init_C, eta=self.eta,
+                         fit_intercept=self.fit_intercept, max_enum=self.max_enum,
+                         graph_method=self.graph_method, tol=self.tol,
+                         max_iter=(self.max_iter if self.init_max_iter is None
+                                   else self.init_max_iter))
             hprobs, hstatic = hob._problems(data, np.asarray(pos), np.asarray(where), None)
             hmodel = hob._model(hstatic)
-            r0, _ = _run_fits(hob, hmodel, data, hprobs, C, single=single,
+            C0 = C if self.init_C is None else jnp.full_like(C, float(self.init_C))
+            r0, _ = _run_fits(hob, hmodel, data, hprobs, C0, single=single,
                               batch_size=batch_size)
             W = r0.w
         else:
@@ -887,7 +906,8 @@ class HOAPSVM(_HighOrderSVM):
         step_gaps = []
         active = np.ones(M, bool)
         n_steps = np.zeros(M, int)
-        W_out = np.asarray(W).copy()
+        W_best = np.asarray(W).copy()  # the iterate of lowest objective (16) so far
+        F_best = F.copy()
         last = None
         for t in range(int(self.cccp_max_iter)):
             ybar = _linearise(W, data, pos, where, features=feats, graph_method=gm)
@@ -904,7 +924,9 @@ class HOAPSVM(_HighOrderSVM):
                 last = jax.tree_util.tree_map(
                     lambda a, b, k=keep: np.where(k.reshape((M,) + (1,) * (a.ndim - 1)), b, a),
                     last, res_np)
-            W_out[active] = np.asarray(W_new)[active]
+            better = active & (F_new < F_best)
+            W_best[better] = np.asarray(W_new)[better]
+            F_best[better] = F_new[better]
             n_steps[active] += 1
             F_rec = np.where(active, F_new, history[-1])
             history.append(F_rec)
@@ -920,7 +942,7 @@ class HOAPSVM(_HighOrderSVM):
         hist = np.stack(history, axis=1)  # [M, K]
         extras = {"cccp_objectives_": hist, "n_cccp_iter_": n_steps,
                   "cccp_gaps_": np.stack(step_gaps, axis=1)}
-        result = last._replace(w=W_out)
+        result = last._replace(w=W_best)
         return result, extras
 
     def _fitted_extras(self, extras, pick):
