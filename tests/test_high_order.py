@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from sklearn.exceptions import ConvergenceWarning
+
 import jaxrank
 from jaxrank.inference import ap_most_violated
 from jaxrank.models import (
@@ -203,14 +205,24 @@ def test_cccp_objective_is_non_increasing(hoap):
     assert np.all(h.pairwise_coef_ <= 0) and np.all(h.pairwise_intercept_ <= 0)  # w2 <= 0
 
 
-def test_back_ends_agree_in_training(data):
+@pytest.fixture(scope="module")
+def hob_fits(data):
+    """HOB-SVM on the toy data by enumeration (``auto``) and by graph cuts (``bk``)."""
+    X, y, e = data
+    kw = {"C": 0.05, "eta": 0.5, "max_iter": 150}
+    with pytest.warns(ConvergenceWarning):  # 150 iterations: certified, not converged
+        a = jaxrank.HOBSVM(graph_method="auto", **kw).fit(X, y, edges=e)  # enumeration
+    with pytest.warns(ConvergenceWarning):
+        b = jaxrank.HOBSVM(graph_method="bk", **kw).fit(X, y, edges=e)
+    return kw, a, b
+
+
+def test_back_ends_agree_in_training(hob_fits):
     # Enumeration (XLA, float32) and graph cuts (C, float64) give the same
     # max-marginals up to rounding, so the fits reach the same optimum: their
     # certified intervals [dual, objective] overlap.
-    X, y, e = data
-    kw = {"C": 0.05, "eta": 0.5, "max_iter": 150}
-    a = jaxrank.HOBSVM(graph_method="auto", **kw).fit(X, y, edges=e)  # enumeration here
-    b = jaxrank.HOBSVM(graph_method="bk", **kw).fit(X, y, edges=e)
+    _, a, b = hob_fits
+    assert a.objective_ - a.dual_objective_ < 1e-2 * a.objective_  # intervals are narrow
     assert max(a.dual_objective_, b.dual_objective_) <= min(a.objective_, b.objective_) + 1e-6
     np.testing.assert_allclose(a.objective_, b.objective_, rtol=2e-3)
 
@@ -231,18 +243,21 @@ def test_decision_function_is_the_max_marginal_difference(data, hoap):
     np.testing.assert_array_equal(h.predict(X, edges=e), (s > 0).astype(int))
 
 
-def test_hob_multi_task_equals_single_tasks(data):
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_hob_multi_task_equals_single_tasks(data, hob_fits):
     X, y, e = data
+    kw, one, _ = hob_fits
     Y = np.stack([y, 1 - y], 1)
-    kw = {"C": 0.05, "eta": 0.5, "max_iter": 150}
     both = jaxrank.HOBSVM(**kw).fit(X, Y, edges=e)
-    one = jaxrank.HOBSVM(**kw).fit(X, 1 - y, edges=e)
     assert both.coef_.shape == (2, X.shape[1])
-    # The batched fit of task 1 and the single fit solve the same problem: their
+    # The batched fit of task 0 and the single fit solve the same problem: their
     # certified intervals [dual, objective] overlap.
-    assert max(both.dual_objective_[1], one.dual_objective_) <= min(
-        both.objective_[1], one.objective_) + 1e-6
-    assert both.decision_function(X, edges=e).shape == (len(y), 2)
+    assert max(both.dual_objective_[0], one.dual_objective_) <= min(
+        both.objective_[0], one.objective_) + 1e-6
+    s = both.decision_function(X, edges=e)
+    assert s.shape == (len(y), 2)
+    # Task 1 ranks the other class: its AP is high for the negatives of task 0.
+    assert both.score(X, Y, edges=e) > 0.7
 
 
 # ---------------------------------------------------------------------------
@@ -266,9 +281,14 @@ def test_bad_inputs(data):
         jaxrank.HOBSVM().fit(Xn, y, edges=e)
     with pytest.raises(ValueError, match="graph_method"):
         jaxrank.HOBSVM(graph_method="magic").fit(X, y, edges=e)
+    with pytest.raises(ValueError, match="init_C"):
+        jaxrank.HOAPSVM(init_C=0.0).fit(X, y, edges=e)
+    with pytest.raises(ValueError, match="init"):
+        jaxrank.HOAPSVM(init="apsvm").fit(X, y, edges=e)
 
 
-def test_save_load_and_command_line(data, hoap, tmp_path):
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_save_load_and_command_line(data, hoap, tmp_path, capsys):
     X, y, e = data
     h = hoap
     jaxrank.save(h, tmp_path / "m.npz")
@@ -290,4 +310,25 @@ def test_save_load_and_command_line(data, hoap, tmp_path):
     model = jaxrank.load(tmp_path / "hob.npz")
     np.testing.assert_allclose(np.loadtxt(tmp_path / "s.txt"),
                                model.decision_function(X, edges=e), rtol=1e-5, atol=1e-6)
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "hob.npz"), str(tmp_path / "train.svm"), "--edges",
+                 str(tmp_path / "edges.txt")]) == 0
+    printed = dict(line.split() for line in capsys.readouterr().out.splitlines()
+                   if line.startswith(("AP ", "ROC-AUC ")))
+    assert abs(float(printed["AP"]) - model.score(X, y, edges=e)) < 1e-4
+    # Without --edges a graph model cannot score: a clear error (exit status 2).
     assert main(["evaluate", str(tmp_path / "hob.npz"), str(tmp_path / "train.svm")]) == 2
+    assert "needs --edges" in capsys.readouterr().err
+    # HOAP-SVM from the command line, on dense .npz data with the settings of the `hoap`
+    # fixture (its compiled programs are reused), one CCCP step: the same first step.
+    np.savez(tmp_path / "train.npz", X=X, y=y)
+    assert main(["train", str(tmp_path / "train.npz"), str(tmp_path / "hoap.npz"), "--model",
+                 "hoap-svm", "--edges", str(tmp_path / "edges.txt"), "-c", "5", "--param",
+                 "eta=0.5", "--param", "cccp_max_iter=1", "--max-iter", "100", "--quiet"]) == 0
+    hoap_cli = jaxrank.load(tmp_path / "hoap.npz")
+    assert isinstance(hoap_cli, jaxrank.HOAPSVM) and hoap_cli.n_cccp_iter_ == 1
+    np.testing.assert_allclose(hoap_cli.cccp_objectives_, h.cccp_objectives_[:2], rtol=1e-4)
+    assert main(["predict", str(tmp_path / "hoap.npz"), str(tmp_path / "train.npz"),
+                 "--edges", str(tmp_path / "edges.txt"), "-o", str(tmp_path / "s2.txt")]) == 0
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "s2.txt"),
+                               hoap_cli.decision_function(X, edges=e), rtol=1e-5, atol=1e-6)

@@ -35,9 +35,10 @@ needs work: ``delta_i = max_{y_i != map_i} S_C(y) - max S_C(y) <= 0``.
   the call; each of the ``n`` clamped cuts continues from the residual graph
   and search trees of the MAP flow and is then undone from a journal of first
   writes (dynamic graph cuts: Kohli & Torr 2006/2007), so a clamp costs the
-  region it touches. On Cora's citation graph (2,708 nodes, 5,278 edges) all
-  ``n`` flipped max-marginals take 10-35 ms against 1-3 s for the same cuts
-  from scratch (``bench/high_order.py``). Capacities are float64 (no integer
+  region it touches. On the largest component of Cora's citation graph
+  (2,485 nodes, 5,069 edges) all ``n`` flipped max-marginals took 67-71 ms
+  against 5.5-7.1 s for the same cuts from scratch (two runs on a busy
+  2-core machine, ``bench/results/high_order.md``). Capacities are float64 (no integer
   scaling); values are exact score differences of the returned labelings
   (sums over the nodes that changed), not differences of flow values.
 * ``"bk-fresh"`` — the same C code, every clamped cut from scratch (no flow or
@@ -52,8 +53,8 @@ needs work: ``delta_i = max_{y_i != map_i} S_C(y) - max S_C(y) <= 0``.
   labelings are optimal within ``(n + m) 2^-k`` (below ``1e-12`` of the total
   capacity for graphs of a million arcs). Values are recomputed exactly from
   the labelings.
-* ``"pymaxflow"`` — PyMaxflow (GPL: an optional extra, ``pip install
-  jaxrank[maxflow]``, never imported unless asked for), one fresh graph per
+* ``"pymaxflow"`` — PyMaxflow (GPL: never a dependency of jaxrank; ``pip
+  install PyMaxflow`` on purpose; never imported unless asked for), one fresh graph per
   clamped cut (it has no capacity edits to restore a clamp).
 * ``"auto"`` (default) — enumeration for components of at most ``max_enum``
   nodes, ``"bk"`` (or ``"python"`` without the C extension) for the larger
@@ -725,8 +726,8 @@ def _cut_pymaxflow(d, tails, heads, w, mode, want_labels):
     try:
         import maxflow  # PyMaxflow (GPL): only when asked for
     except ImportError:  # pragma: no cover - optional
-        raise ImportError("method='pymaxflow' needs PyMaxflow (GPL): pip install "
-                          "jaxrank[maxflow]") from None
+        raise ImportError("method='pymaxflow' needs PyMaxflow (GPL-licensed, not a "
+                          "jaxrank dependency): pip install PyMaxflow") from None
     n = d.shape[0]
     big = float(np.sum(np.abs(d)) + 2 * np.sum(w) + 1.0)
 
