@@ -86,6 +86,7 @@ from jaxrank._src.base import (
     report_progress,
 )
 from jaxrank._src.binary import BinaryModel
+from jaxrank._src.features import Intercept
 from jaxrank._src.inference import METHODS, ap_oracle
 from jaxrank._src.models import ItemProblem, Model
 from jaxrank._src.types import HingeTerms
@@ -98,17 +99,17 @@ MARGIN_TOL = 1e-3
 def appx_split(scores0, positive, valid, k):
     """Easy/difficult split of §3.3 from the binary-SVM scores.
 
-    Easy: ``y w0^T x >= 1 - MARGIN_TOL`` (module docstring: margin support
-    vectors sit at exactly 1).
+    Easy: ``y s0 > 1 + MARGIN_TOL`` (strictly beyond the margin; module
+    docstring: the margin support vectors at exactly 1 are difficult).
 
     Args:
-        scores0: ``[n]`` float scores ``w0^T x`` of the binary SVM.
+        scores0: ``[n]`` float scores ``s0 = w0^T x (+ b0)`` of the binary SVM.
         positive: ``[n]`` bool labels.
         valid: ``[n]`` bool, the training samples (others are in neither set).
         k: ``[]`` float in ``(0, 1]`` (may be traced): fraction of the easy set
             kept, per class; ``ceil(k |E+|)`` positives with the highest
-            scores and ``ceil(k |E-|)`` negatives with the lowest (margins
-            within ``MARGIN_TOL`` of 1 count as tied; ties broken by index).
+            scores and ``ceil(k |E-|)`` negatives with the lowest (ties broken
+            by index).
 
     Returns:
         ``(easy [n] bool, difficult [n] bool)``: disjoint, union = ``valid``.
@@ -116,14 +117,12 @@ def appx_split(scores0, positive, valid, k):
     dtype = scores0.dtype
     y = jnp.where(positive, 1, -1).astype(dtype)
     margin = y * scores0
-    easy_all = valid & (margin >= 1 - MARGIN_TOL)
+    easy_all = valid & (margin > 1 + MARGIN_TOL)
     kept = jnp.zeros_like(valid)
     for cls in (positive, ~positive):
         e = easy_all & cls
         m = jnp.ceil(jnp.asarray(k, dtype) * jnp.sum(e).astype(dtype) - 1e-6).astype(jnp.int32)
-        # Margins within MARGIN_TOL of 1 (the margin SVs) are tied, in index order.
-        on_margin = jnp.abs(margin - 1) <= MARGIN_TOL
-        key = jnp.where(e, jnp.where(on_margin, 1, margin), -jnp.inf)
+        key = jnp.where(e, margin, -jnp.inf)
         order = jnp.argsort(-key, stable=True)
         rank = jnp.zeros(key.shape, jnp.int32).at[order].set(jnp.arange(key.shape[0]))
         kept = kept | (e & (rank < m))
@@ -175,41 +174,61 @@ class AppxResult(NamedTuple):
 
     Attributes:
         fit: :class:`jaxrank.solvers.FitResult` of the second stage.
-        w0: ``[M, d]`` first-stage binary SVMs (no intercept).
+        w0: ``[M, dim]`` first-stage binary SVMs (with the feature map of the
+            model: ``[w0, b0]`` with an intercept).
+        C_binary: ``[M]`` trade-offs of the first stage.
         binary_fit_steps: ``[M]`` iterations of the first stage.
+        binary_converged: ``[M]`` bool, the first stage reached ``tol``.
         easy: ``[M, n]`` the kept easy samples (constraints).
         difficult: ``[M, n]`` the samples of the AP term.
         mu: ``[M]`` exact-penalty weights.
-        violation: ``[M]`` ``sum_{E_kept} max(0, 1 - y w^T x)`` at ``fit.w``.
+        violation: ``[M]`` ``sum_{E_kept} max(0, 1 - y s_i)`` at ``fit.w``.
     """
 
     fit: solver.FitResult
     w0: jax.Array
+    C_binary: jax.Array
     binary_fit_steps: jax.Array
+    binary_converged: jax.Array
     easy: jax.Array
     difficult: jax.Array
     mu: jax.Array
     violation: jax.Array
 
 
-def _second_stage(data, w0, positive, valid, C, k, *, kp, method):
+def auto_C_binary(C, positive, valid):
+    """The default first-stage trade-off: ``C / n`` (``n`` training samples).
+
+    Args:
+        C: ``[]`` float trade-off of problem (10).
+        positive, valid: ``[n]`` bool labels and training samples.
+
+    Returns:
+        ``[]`` float ``C_binary`` (module docstring, *Default C_binary*).
+    """
+    n = jnp.maximum(jnp.sum(valid), 1).astype(jnp.result_type(C))
+    return C / n
+
+
+def _second_stage(model, data, w0, positive, valid, C, k):
     """Split of §3.3 and exact-penalty weight ``mu`` from the first stage ``w0``."""
-    s0 = data @ w0
+    s0 = model.scores(w0, data)
     easy, difficult = appx_split(s0, positive, valid, k)
-    # Slater point 2 w0: F(2 w0) bounds the sum of the Lagrange multipliers.
-    ap2 = ap_oracle(2 * s0, positive, difficult, kp=kp, method=method)
+    # Slater point 2 w0: every kept constraint holds with slack >= 1 + 2
+    # MARGIN_TOL >= 1 there, so F(2 w0) bounds the sum of the multipliers.
+    ap2 = ap_oracle(2 * s0, positive, difficult, kp=model.kp, method=model.method)
     f_bar = 2 * jnp.dot(w0, w0) + C * jnp.maximum(ap2.hinge, 0)
-    return easy, difficult, 1 + 2 * f_bar / ((1 - 2 * MARGIN_TOL) * C)
+    return easy, difficult, 1 + 2 * f_bar / C
 
 
 @functools.partial(jax.jit, static_argnames=(
-    "kp", "method", "max_iter", "binary_max_iter", "batch_size", "progress", "single"))
-def fit_appx(data, problems, C, C_binary, k, tol, *, kp, method, max_iter, binary_max_iter,
+    "model", "max_iter", "binary_max_iter", "batch_size", "progress", "single"))
+def fit_appx(data, problems, C, C_binary, k, tol, *, model, max_iter, binary_max_iter,
              batch_size, progress, single):
     """Both stages of ``M`` AP-SVM-APPX fits in one jitted call.
 
-    Stage 1 (the intercept-free binary SVMs, ``C_binary``; NaN means ``C /
-    n_valid``) and stage 2 (problem (10)) each run through
+    Stage 1 (the binary SVMs at ``C_binary``, with ``model.features``: an
+    intercept or none) and stage 2 (problem (10), ``model``) each run through
     :func:`jaxrank.solvers.fit` (``single``, ``M = 1``) or the work queue of
     :func:`jaxrank.solvers.fit_many` on one device; the split and ``mu`` are
     computed in between, ``vmap``-ed.
@@ -218,37 +237,39 @@ def fit_appx(data, problems, C, C_binary, k, tol, *, kp, method, max_iter, binar
         data: :class:`jaxrank.models.Design` shared by the fits.
         problems: :class:`jaxrank.models.ItemProblem` with a leading ``[M]``.
         C: ``[M]`` trade-offs of problem (10).
-        C_binary, k, tol: ``[]`` floats.
-        kp, method, max_iter, binary_max_iter, batch_size, progress, single:
-            static.
+        C_binary: ``[]`` float first-stage trade-off; NaN means
+            :func:`auto_C_binary` of each fit.
+        k, tol: ``[]`` floats.
+        model: static :class:`AppxModel` (its ``features`` serve both stages).
+        max_iter, binary_max_iter, batch_size, progress, single: static.
 
     Returns:
         :class:`AppxResult`.
     """
     dtype = data.dtype
-    n_valid = jnp.maximum(jnp.sum(problems.where, axis=-1), 1).astype(dtype)
-    Cb = jnp.where(jnp.isnan(C_binary), C / n_valid, C_binary).astype(dtype)
-    bmodel = BinaryModel()
-    amodel = AppxModel(kp=kp, method=method)
+    auto = jax.vmap(auto_C_binary)(C, problems.positive, problems.where)
+    Cb = jnp.where(jnp.isnan(C_binary), auto, C_binary).astype(dtype)
+    bmodel = BinaryModel(features=model.features)
     cb = report_progress if progress else None
 
-    def run(model, probs, Cs, iters):
+    def run(m, probs, Cs, iters):
         if single:
-            r = solver.fit(model, data, jax.tree_util.tree_map(lambda a: a[0], probs),
+            r = solver.fit(m, data, jax.tree_util.tree_map(lambda a: a[0], probs),
                            C=Cs[0], tol=tol, max_iter=iters)
             return jax.tree_util.tree_map(lambda a: a[None], r)
-        return solver.fit_many(model, data, probs, Cs, tol=tol, max_iter=iters,
+        return solver.fit_many(m, data, probs, Cs, tol=tol, max_iter=iters,
                                batch_size=batch_size, devices=None, callback=cb)
 
     res0 = run(bmodel, problems, Cb, binary_max_iter)
-    split = functools.partial(_second_stage, kp=kp, method=method)
-    easy, difficult, mu = jax.vmap(split, in_axes=(None, 0, 0, 0, 0, None))(
-        data, res0.w, problems.positive, problems.where, C, k)
-    res = run(amodel, AppxProblem(problems.positive, difficult, easy, mu), C, max_iter)
+    split = functools.partial(_second_stage, model, data)
+    easy, difficult, mu = jax.vmap(split, in_axes=(0, 0, 0, 0, None))(
+        res0.w, problems.positive, problems.where, C, k)
+    res = run(model, AppxProblem(problems.positive, difficult, easy, mu), C, max_iter)
     y = jnp.where(problems.positive, 1, -1).astype(dtype)
-    S = jax.vmap(lambda w: data @ w)(res.w)
+    S = jax.vmap(lambda w: model.scores(w, data))(res.w)
     violation = jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * S), 0), axis=-1)
-    return AppxResult(res, res0.w, res0.num_steps, easy, difficult, mu, violation)
+    return AppxResult(res, res0.w, Cb, res0.num_steps, res0.converged, easy, difficult, mu,
+                      violation)
 
 
 class APSVMApprox(StructuredSVM):
@@ -317,17 +338,21 @@ class APSVMApprox(StructuredSVM):
         **StructuredSVM._parameter_constraints,
         "k": [Interval(Real, 0, 1, closed="right")],
         "C_binary": [None, Interval(Real, 0, None, closed="neither")],
+        "fit_intercept": ["boolean"],
         "inference": [StrOptions(set(METHODS))],
         "binary_max_iter": [Interval(Integral, 1, None, closed="left")],
     }
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
-    _persist = ("w0_", "n_easy_", "mu_", "constraint_violation_")
+    _learns_intercept = True
+    _persist = ("w0_", "w0_intercept_", "C_binary_", "binary_n_iter_", "binary_converged_",
+                "n_easy_", "mu_", "constraint_violation_")
 
-    def __init__(self, C=1.0, *, k=0.5, C_binary=None, inference="select", max_iter=1000,
-                 binary_max_iter=2000, tol=1e-4, verbose=False):
+    def __init__(self, C=1.0, *, k=0.5, C_binary=None, fit_intercept=True, inference="select",
+                 max_iter=1000, binary_max_iter=2000, tol=1e-4, verbose=False):
         self.C = C
         self.k = k
         self.C_binary = C_binary
+        self.fit_intercept = fit_intercept
         self.inference = inference
         self.max_iter = max_iter
         self.binary_max_iter = binary_max_iter
@@ -340,7 +365,8 @@ class APSVMApprox(StructuredSVM):
             check_positive_float32(self.C_binary, "C_binary")
 
     def _model(self, static):
-        return AppxModel(kp=max(int(static["max_pos"]), 1), method=self.inference)
+        return AppxModel(features=self._features(), kp=max(int(static["max_pos"]), 1),
+                         method=self.inference)
 
     def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None):
@@ -353,15 +379,23 @@ class APSVMApprox(StructuredSVM):
         cb = np.nan if self.C_binary is None else float(self.C_binary)
         batch_size = choose_batch_size(batch_size, M, model.dim(data), 1, 128)
         r = fit_appx(data, problems, C, jnp.float32(cb), jnp.float32(self.k),
-                     jnp.float32(self.tol), kp=model.kp, method=model.method,
+                     jnp.float32(self.tol), model=model,
                      max_iter=int(self.max_iter), binary_max_iter=int(self.binary_max_iter),
                      batch_size=batch_size, progress=bool(progress), single=bool(single))
-        extras = {"w0_": r.w0, "n_easy_": jnp.sum(r.easy, axis=-1), "mu_": r.mu,
-                  "constraint_violation_": r.violation, "_appx": r}
+        extras = {"w0_": r.w0, "C_binary_": r.C_binary, "binary_n_iter_": r.binary_fit_steps,
+                  "binary_converged_": r.binary_converged, "n_easy_": jnp.sum(r.easy, axis=-1),
+                  "mu_": r.mu, "constraint_violation_": r.violation, "_appx": r}
         return r.fit, extras
 
     def _fitted_extras(self, extras, pick):
-        self.w0_ = np.asarray(extras["w0_"])
+        W0 = np.asarray(extras["w0_"], np.float32)
+        if isinstance(self._features(), Intercept):
+            self.w0_, self.w0_intercept_ = W0[:, :-1].copy(), W0[:, -1].copy()
+        else:
+            self.w0_, self.w0_intercept_ = W0, np.zeros(W0.shape[0], np.float32)
+        self.C_binary_ = pick(extras["C_binary_"])
+        self.binary_n_iter_ = pick(extras["binary_n_iter_"], int)
+        self.binary_converged_ = pick(extras["binary_converged_"], bool)
         self.n_easy_ = pick(extras["n_easy_"], int)
         self.mu_ = pick(extras["mu_"])
         self.constraint_violation_ = pick(extras["constraint_violation_"])
