@@ -155,6 +155,8 @@ class AppxModel(Model):
 
     kp: int = 1
     method: str = "select"
+    cache: int = 64
+    inner_steps: int = 128
 
     def oracle(self, S, problem):
         """AP most-violated ranking of the difficult samples."""
@@ -388,11 +390,17 @@ class APSVMApprox(StructuredSVM):
         return r.fit, extras
 
     def _fitted_extras(self, extras, pick):
+        # ``w0_`` is ``[T, dim]`` on the (possibly column-padded) design of
+        # the fit: the real features are the first ``n_features_in_``
+        # columns (set by ``_set_fitted`` before this hook), the offset (with
+        # an intercept) the last; padding columns in between are dropped.
         W0 = np.asarray(extras["w0_"], np.float32)
+        d = int(self.n_features_in_)
+        self.w0_ = W0[:, :d].copy()
         if isinstance(self._features(), Intercept):
-            self.w0_, self.w0_intercept_ = W0[:, :-1].copy(), W0[:, -1].copy()
+            self.w0_intercept_ = W0[:, -1].copy()
         else:
-            self.w0_, self.w0_intercept_ = W0, np.zeros(W0.shape[0], np.float32)
+            self.w0_intercept_ = np.zeros(W0.shape[0], np.float32)
         self.C_binary_ = pick(extras["C_binary_"])
         self.binary_n_iter_ = pick(extras["binary_n_iter_"], int)
         self.binary_converged_ = pick(extras["binary_converged_"], bool)
