@@ -215,7 +215,8 @@ def _it(r):
 def table(rows):
     """Markdown rows: AP per model, shortfalls, times, iterations."""
     head = ("| data | task | n x d | C | APSVM | " + " | ".join(NAMES)
-            + " | time APSVM | time old | time C/n | it APSVM | it old | it C/n | kept old / C/n |")
+            + " | time APSVM | time old | time C/n | it APSVM | it old | it C/n "
+            "| kept old / C/n |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for data, task, shape, C, r in rows:
         a = r["APSVM"]["ap"]

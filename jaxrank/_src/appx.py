@@ -135,7 +135,7 @@ from jaxrank._src.base import (
 from jaxrank._src.binary import BinaryModel
 from jaxrank._src.features import Intercept
 from jaxrank._src.inference import METHODS, ap_oracle
-from jaxrank._src.models import ItemProblem, Model
+from jaxrank._src.models import Model
 from jaxrank._src.types import HingeTerms
 
 
