@@ -46,7 +46,8 @@ DEFAULT_BATCH_SIZE = 32
 # wide batches pay off only when there are many fits to keep the slots busy.
 # Measured (README, "Batched model selection"): `jaxrank demo`'s sweeps of 15
 # fits ran about 3x faster with 1 slot than with 32; bench/sweep.py's 400
-# fits about 1.6x faster with 32 slots than with 1. Hence on CPU one slot per
+# fits 1.2x (one device) to 2x (two) faster with 32 slots than with 1
+# (bench/results/sweep.md). Hence on CPU one slot per
 # CPU_FITS_PER_SLOT fits (per device), at most DEFAULT_BATCH_SIZE.
 CPU_FITS_PER_SLOT = 16
 _SLOT_CACHE_BYTES = 2**28
