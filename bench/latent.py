@@ -550,16 +550,40 @@ def main():
         lines += oracle_report(cache["oracle"])
     cache.setdefault("seconds", {})[",".join(sorted(parts))] = time.perf_counter() - t_all
     save()
+    secs = cache.get("seconds", {})
     head = [
         "# Weak supervision: latent AP-SVM vs latent SVM vs latent SSVM (`bench/latent.py`)",
         "",
-        f"Machine: {platform.machine()}, {jax.device_count()} CPU devices (2 cores), jax "
-        f"{jax.__version__}; a shared VM (other jobs ran at the same time: timings are "
-        "noisy, compare within a row). Reproduce: `python bench/latent.py` (every part; "
-        "raw results are cached in `latent.json` next to this file, so "
-        "`--parts table --datasets musk1` etc. can be run separately and merged).",
+        f"Machine: {platform.machine()} VM, {jax.device_count()} CPU devices (2 cores, "
+        f"`jax_num_cpu_devices=2`), no GPU, jax {jax.__version__}, float32. **Noisy "
+        "timings:** the VM was shared with other engineers' jobs during the whole run (load "
+        "average 7-9 on 2 cores), so every time below is several times what an idle machine "
+        "gives; compare within a row.",
+        "",
+        "Reproduce (raw results are cached in `latent.json` next to this file and merged, so "
+        "parts and datasets can be run separately; the report is rebuilt from the cache):",
+        "",
+        "```bash",
+        "python bench/latent.py --parts sweep",
+        "for d in musk1 ucsb_breast_cancer; do python bench/latent.py --parts table --datasets $d; done",
+        "for d in animals:fox animals:tiger elephant; do",
+        "  python bench/latent.py --parts table --datasets $d --methods 'LatentAPSVM,LatentSVM,APSVM (bag mean)'",
+        "done",
+        "python bench/latent.py --parts oracle",
+        "```",
+        "",
+        "`python bench/latent.py` alone runs every part on every set (all methods; several "
+        "hours on this shared VM). Wall time of the recorded run: "
+        + ", ".join(f"{k} {secs[k] / 60:.1f} min" for k in ("sweep", "oracle") if k in secs)
+        + ("; table " + ", ".join(f"{n} {t['seconds'] / 60:.1f} min"
+                                  for n, t in cache["table"].items())
+           if "table" in cache else "") + ".",
         "",
     ]
+    # Hand-written observations of the recorded run (kept across reruns).
+    notes = Path(args.output).with_suffix(".notes.md")
+    if notes.exists():
+        head += [notes.read_text().rstrip(), ""]
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text("\n".join(head + lines) + "\n")
     log(f"wrote {args.output}")
@@ -693,7 +717,8 @@ def sweep_report(results, Cs, digit_targets, news_targets, check, fig):
         f"Digit targets {digit_targets}, 20 Newsgroups targets {news_targets}; 100 bags of 10 "
         "per target (50 positive, one target instance each), 5-fold CV (20 test bags per "
         f"fold). Per method, the best C of {Cs} for each (target, S), averaged over targets "
-        "(the paper's protocol: best CV mean AP). All latent models: n_init=1, tol=1e-3, "
+        "(the paper's protocol: best CV mean AP). All latent models: inference='greedy' (exact), "
+        "n_init=1, tol=1e-3, "
         "max_outer_iter=10. LatentSVM: J=1, c=0.",
         "",
         f"Check (one digit fit, 10 of 20 positive bags known): `fit(known=...)` objective "
