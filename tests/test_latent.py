@@ -552,6 +552,7 @@ def test_musk1_latent_apsvm_beats_chance():
     assert ap > yb[~train].mean() + 0.15, ap
 
 
+@pytest.mark.filterwarnings("ignore:LatentSVM. CCCP stopped at max_outer_iter")  # 4: a smoke test
 def test_fox_latent_svm_trains_on_image_region_bags():
     from scipy.io import loadmat
 

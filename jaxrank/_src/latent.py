@@ -1030,6 +1030,18 @@ class LatentAPSVM(LatentEstimator):
     (``10``-``10^4``); with every bag of size 1 this is exactly
     :class:`jaxrank.APSVM`.
 
+    CCCP is a local method and its start matters. From a random imputation
+    the first convex step's optimum can be ``w = 0`` or within a small
+    fraction of its objective (no direction ranks one random candidate per
+    positive bag above every negative bag's best candidate): measured on the
+    ``protein`` MIL set (about 140 candidates per bag) at every ``C``. If
+    that step stops at ``max_iter`` before ``tol`` (large ``C``), the solver's
+    best iterate can be ``w = 0`` itself (seen on 10-digit bags at ``C =
+    100``; ``C = 10`` converges and CCCP proceeds); then all bags tie, the
+    objective does not decrease and CCCP stops with ``coef_ = 0``. Remedies:
+    a smaller ``C``, a larger ``max_iter``, more initialisations
+    (``n_init``) or ``known`` candidates.
+
     Input: one row of ``X`` per candidate, ``bags`` the bag id of each row
     (:meth:`fit`). On the command line (``jaxrank train --model
     latent-apsvm``): an SVMlight file with one line per candidate, ``qid:`` =
