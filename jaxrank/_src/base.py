@@ -18,6 +18,7 @@ values in every column, one ranker per column.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from numbers import Integral, Real
@@ -325,8 +326,82 @@ fit_batch = jax.jit(
 )
 
 
+# Feature scales the float32 solver can work with (see :func:`check_feature_scale`).
+_SCALE_MAX = math.sqrt(_F32_MAX / 1024)  # about 5.8e17: squares and C-weighted planes fit
+_SCALE_MIN = 2.0**-50  # about 8.9e-16: squares (1e-30) stay normal float32 numbers
+_HARD_MARGIN = 1e6  # C * max ||x||^2 above this: many iterations (close to hard margin)
+
+
+@jax.jit
+def _max_row_norm_parts(data):
+    vals = data.X.data if data.sparse else data.X
+    m = jnp.max(jnp.abs(vals))
+    inv = jnp.where(m > 0, 1 / jnp.maximum(m, _F32_TINY), 0).astype(vals.dtype)
+    X = data.X * inv
+    q = jnp.sum(X * X, axis=1) if not data.sparse else Design(X, data.indptr).row_sq_norms()
+    return m, jnp.max(q)
+
+
+def max_row_norm(data):
+    """``max_i ||x_i||`` of a :class:`Design`, as a float64, without overflow."""
+    if 0 in data.shape:
+        return 0.0
+    m, q = _max_row_norm_parts(data)
+    return float(m) * math.sqrt(float(q))
+
+
+def check_feature_scale(R, C, name="X"):
+    """Raise unless rows of norm up to ``R`` and ``C`` fit the float32 solver.
+
+    The solver computes squared row norms (``R^2``) and ``C``-weighted
+    planes and their inner products (``(C R)^2``) in float32: beyond about
+    ``5.8e17`` they overflow and the fit returns ``w = 0`` or NaN; below about
+    ``1e-15`` the squares lose their precision (and vanish below ``1e-19``).
+    Scaling ``X`` by a constant ``s`` and ``C`` by ``1/s^2`` gives the same
+    problem (weights ``w/s``), so the message suggests a scale.
+
+    Raises:
+        ValueError: ``R`` or ``C R`` out of that range.
+    """
+    if R == 0:
+        return
+    if R > _SCALE_MAX or C * R > _SCALE_MAX or R < _SCALE_MIN:
+        raise ValueError(
+            f"{name} has rows of norm up to R = {R:.3g} and C = {C:.3g}: jaxrank fits in "
+            f"float32, which needs {_SCALE_MIN:.1e} <= R <= {_SCALE_MAX:.1e} and C * R <= "
+            f"{_SCALE_MAX:.1e} (squared norms and C-weighted sums of rows must neither "
+            f"overflow nor lose their precision). Rescale {name} (e.g. "
+            "sklearn.preprocessing.StandardScaler; dividing X by a constant s and "
+            "multiplying C by s**2 is the same problem)."
+        )
+
+
+def warn_tied_scores(est, S, where, R=None):
+    """``UserWarning`` for tasks whose training scores ``S [n, T]`` are all equal (no ranking)."""
+    S = np.asarray(S)
+    tied = [t for t in range(S.shape[1])
+            if np.any(where[t]) and np.ptp(S[where[t], t]) == 0]
+    if not tied:
+        return
+    scale = "" if R is None else f" (rows of X have norm up to {R:.3g})"
+    warnings.warn(
+        f"{type(est).__name__}: every training sample gets the same score for "
+        f"{len(tied)} of {S.shape[1]} task(s) (e.g. coef_ = 0): the model does not rank. "
+        "The features may not separate the classes (e.g. constant features), or be too "
+        f"small for this C{scale}; standardise X or increase C.",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 def warn_unconverged(est, res, where=""):
-    """Emit ``ConvergenceWarning`` for fits of ``res`` that stopped unconverged."""
+    """Emit ``ConvergenceWarning`` for fits of ``res`` that stopped unconverged.
+
+    If ``est`` records ``_fit_scale = (R, C)`` (the largest row norm of
+    ``X`` and ``C``), the message gives ``C R^2`` (the solver needs about
+    ``C R^2 / tol`` iterations in the worst case, whatever the units of
+    ``X``) and flags values above ``1e6`` (close to a hard-margin SVM).
+    """
     conv = np.atleast_1d(np.asarray(res.converged))
     if conv.all():
         return
@@ -335,12 +410,24 @@ def warn_unconverged(est, res, where=""):
     gap = (obj - dual) / np.maximum(np.abs(obj), 1e-30)
     bad = np.flatnonzero(~conv)
     worst = bad[np.argmax(gap[bad])]
+    scale = getattr(est, "_fit_scale", None)
+    hint = ""
+    if scale is not None:
+        R, C = scale
+        kappa = C * R * R
+        hint = f" C * max_i ||x_i||^2 = {kappa:.2g}"
+        if kappa > _HARD_MARGIN:
+            hint += (" is large: the problem is close to a hard-margin SVM, which needs many "
+                     "iterations whatever the units of X (rescaling X and C together does not "
+                     "change it).")
+        else:
+            hint += "."
     warnings.warn(
         f"{type(est).__name__}{where}: {bad.size} of {conv.size} fit(s) stopped at max_iter="
         f"{est.max_iter} before the relative duality gap reached tol={est.tol:g} (worst gap "
-        f"{gap[worst]:.2e}); the objective may be up to that fraction above the optimum. "
-        "Standardise the features (e.g. sklearn.preprocessing.StandardScaler) if their "
-        "scales differ a lot, or increase max_iter.",
+        f"{gap[worst]:.2e}); the objective may be up to that fraction above the optimum."
+        f"{hint} Standardise the features (e.g. sklearn.preprocessing.StandardScaler) if "
+        "their scales differ a lot, use a smaller C, or increase max_iter.",
         ConvergenceWarning,
         stacklevel=3,
     )
@@ -625,6 +712,9 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         else:
             n_pad, d_pad, T_pad = n, d, T
         data = pad_design(data, n_pad, d_pad)
+        R = max_row_norm(data)
+        check_feature_scale(R, float(self.C))
+        self._fit_scale = (R, float(self.C))
         where = np.zeros((T_pad, n_pad), bool)
         where[:T, :n] = True
         positive = np.pad(positive, ((0, T_pad - T), (0, n_pad - n)))
@@ -637,10 +727,11 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         res, extras = self._train(model, data, problems, C, single=(T_pad == 1))
         res = jax.tree_util.tree_map(lambda a: np.asarray(a)[:T], res)
         extras = _unpad_extras(extras, T, T_pad, d, d_pad)
-        self._set_fitted(res, extras, classes, multi, data, positive[:T], where[:T],
-                         n_features=d)
+        S = self._set_fitted(res, extras, classes, multi, data, positive[:T], where[:T],
+                             n_features=d)
         self.fit_time_ = time.perf_counter() - t0
         warn_unconverged(self, res)
+        warn_tied_scores(self, S, where[:T], R)
         if self.verbose:
             print(f"{type(self).__name__}: {self.n_iter_} iterations, objective "
                   f"{self.objective_}, converged={self.converged_}, {self.fit_time_:.2f} s",
@@ -660,13 +751,14 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             where = np.ones(positive.shape, bool)
         d = data.shape[1] if n_features is None else int(n_features)
         W = np.asarray(res.w, np.float32)
+        Wx = W[:, : data.shape[1]]  # weights of the columns of data (padding included)
+        S = np.asarray(data @ jnp.asarray(Wx.T))  # [n, T] training scores without intercept
         if isinstance(self._features(), Intercept):
             self.coef_, self.intercept_ = W[:, :d].copy(), W[:, -1].copy()
         else:
             self.coef_ = W[:, :d].copy()
             # No learned intercept: threshold predict at the midpoint of the
             # classes' mean training scores (scores are shift invariant).
-            S = np.asarray(data @ jnp.asarray(W.T))  # [n, T]
             mid = [0.5 * (S[positive[t] & where[t], t].mean()
                           + S[~positive[t] & where[t], t].mean()) for t in range(W.shape[0])]
             self.intercept_ = -np.asarray(mid, np.float32)
@@ -683,7 +775,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         self.dual_objective_ = pick(res.dual)
         self.converged_ = pick(res.converged, bool)
         self._fitted_extras(extras, pick)
-        return self
+        return S
 
     def _scores(self, W, data):
         """``[n, M]`` training-set scores of weights ``W [M, dim]`` (for validation)."""

@@ -480,6 +480,32 @@ def _auto_bandwidth(scores, y01, kernel):
     return h if np.isfinite(h) and h > 0 else 1.0
 
 
+def _feature_scale(X):
+    """Power of two nearest the RMS of the stored values of ``X`` (1 if all zero).
+
+    Computed without overflow (values are divided by ``max |X|`` first).
+    """
+    import scipy.sparse as sp
+
+    vals = np.asarray(X.data if sp.issparse(X) else X).ravel()
+    vals = vals[vals != 0]
+    if vals.size == 0:
+        return 1.0
+    m = float(np.max(np.abs(vals)))
+    rms = m * math.sqrt(float(np.mean(np.square(vals / np.float32(m), dtype=np.float64))))
+    return float(2.0 ** round(math.log2(rms)))
+
+
+def _scaled(X, factor):
+    """``X * factor`` in float32 (``factor`` a power of two: exact barring under/overflow)."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        X = X.astype(np.float64) * factor
+        return X.astype(np.float32)
+    return (np.asarray(X, np.float64) * factor).astype(np.float32)
+
+
 def _split_train_val(y01, frac, rng):
     """Stratified split: boolean mask of the validation items."""
     val = np.zeros(len(y01), bool)
@@ -767,7 +793,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         max_iter: number of Adam steps (int ``>= 0``).
         learning_rate: Adam step size (parameter units per step).
         n_components: mixtures K per class (GMM scorer only).
-        init_ridge: LSQR damping (units of ``X``) of the least-squares /
+        init_ridge: LSQR damping (in units of ``X / feature_scale_``) of the least-squares /
             Fisher LDA start of the linear scorer; ``>= 0``.
         block_size: positives per block in the pair sums (memory
             ``O(block_size * n)``).
@@ -908,8 +934,16 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                 ensure_all_finite=True,
             )
             self.classes_, y01 = _binary_y(y)
-            w, bw_used, hist = self._fit_linear_all(X, y01, bw, grid, lr, seed)
-            self.coef_ = w[None, :]
+            # Scale covariance: the fit runs on X / f (f a power of two, the
+            # RMS of the stored values: exact in floating point) with weights
+            # f w, so Adam's steps and float32 ranges do not depend on the
+            # units of X (features near 1e30 or 1e-20 fit like standardised
+            # ones); f = 1 for standardised or 0/1 features.
+            f = _feature_scale(X)
+            self.feature_scale_ = f
+            w, bw_used, hist = self._fit_linear_all(_scaled(X, 1 / f), y01, bw, grid, lr, seed)
+            self.coef_ = _scaled(w[None, :], 1 / f)
+            self.init_coef_ = _scaled(self.init_coef_, 1 / f)
             s = self._linear_scores(X)
         else:
             Xd, maskd = self._check_bags(X, mask, reset=True)
@@ -923,6 +957,14 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             p, bw_used, hist = self._fit_gmm_all(Xd, maskd, y01, bw, grid, lr, seed)
             self.params_ = {k: np.asarray(v) for k, v in p.items()}
             s = self._gmm_raw_scores(Xd, maskd)
+        if not np.all(np.isfinite(s)):
+            raise ValueError(
+                "KernelRank: the fitted scorer gives non-finite training scores (overflow in "
+                "float32); rescale X (e.g. sklearn.preprocessing.StandardScaler) or lower "
+                "learning_rate.")
+        from jaxrank._src.base import warn_tied_scores
+
+        warn_tied_scores(self, s[:, None], np.ones((1, s.shape[0]), bool))
         self.intercept_ = np.array(
             [-0.5 * (s[y01].mean() + s[~y01].mean())], np.float32
         )
