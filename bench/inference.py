@@ -24,16 +24,26 @@ warm up, then timed ``R`` times with ``jax.block_until_ready``; the median is
 reported. ``R`` is adaptive (at least 5 calls for small inputs, 3 for large
 ones, more while the time budget per row allows) unless ``--repeats`` is set.
 
-The kernels are timed through ``jaxrank._src.inference.ap_most_violated_masked``
-with ``kp = |P|`` -- exactly the jitted kernel that the public
-``ap_most_violated`` dispatches to for concrete inputs, without its eager
-host-side validation. The public API itself is timed in two extra ``select``
-rows (``--public``): an eager call (validation included) and
-``jax.jit(lambda s: ap_most_violated(s, labels))`` with the labels closed over
-as a NumPy constant. The latter traces once, but inside ``jit`` the scores are
-a tracer, so the wrapper cannot count the positives and uses ``kp = n``
-(positive buffers and delta tables as wide as the whole list) -- a
-different, slower kernel than the one the issue is about.
+The kernels are timed through the public oracle
+``jaxrank.inference.ap_oracle(scores, positive, where, kp=|P|, method=...)``
+-- the jitted kernel that the AP-SVM model calls in the solver and that the
+public ``ap_most_violated`` dispatches to for concrete inputs, without the
+latter's eager host-side validation. The public API is timed in three extra
+``select`` rows (``--public``): ``jaxrank.models.APModel(kp=|P|).oracle`` on an
+``ItemProblem`` (exactly the call the solver makes), an eager
+``ap_most_violated`` call (validation included; ``kp`` = the next power of
+two >= |P|) and ``jax.jit(lambda s: ap_most_violated(s, labels))`` with the
+labels closed over as a NumPy constant. The latter traces once, but inside
+``jit`` the scores are a tracer, so the wrapper cannot count the positives and
+uses ``kp = n`` (positive buffers and delta tables as wide as the whole list)
+-- a different, slower kernel than the one the issue is about.
+
+There is no phase breakdown of ``select`` any more: it was measured by
+monkey-patching private kernels of ``jaxrank._src.inference`` with stubs, whose
+signatures drifted (the stub of ``_opt_search`` lacked the ``tail`` argument,
+so the breakdown crashed), and bench/ uses public names only. Its question
+(where does ``select`` spend its time relative to ``jnp.sort``) is answered
+by the ``time / jnp.sort`` column and the public rows.
 
 Correctness: every method's ``hinge`` (the objective) is compared with the
 others (and with the float64 hinge of the literal Algorithm 1 where it runs);
@@ -65,8 +75,8 @@ import jax
 import jax.numpy as jnp
 from reference import literal_algorithm1, outputs_from_interleaving
 
-from jaxrank._src import inference as _inf
-from jaxrank.inference import ap_most_violated
+from jaxrank.inference import ap_most_violated, ap_oracle
+from jaxrank.models import APModel, ItemProblem
 
 DEFAULT_SIZES = "300x3000,1000x100000,10000x1000000"
 QUICK_SIZES = "300x3000,1000x10000"
@@ -143,8 +153,8 @@ def run_cell(P, N, regime, args):
     n = P + N
     scores_np, labels_np = make_problem(P, N, regime, args.seed)
     scores = jax.device_put(jnp.asarray(scores_np))
-    pos_mask = jax.device_put(jnp.asarray(labels_np > 0))
-    neg_mask = ~pos_mask
+    positive = jax.device_put(jnp.asarray(labels_np > 0))
+    where = jax.device_put(jnp.ones((n,), bool))
     small = n <= 200_000
     min_r = args.repeats or (5 if small else 3)
     max_r = args.repeats or (50 if small else 10)
@@ -163,12 +173,18 @@ def run_cell(P, N, regime, args):
         if m == "greedy" and P * N > args.greedy_max_pn:
             skipped[m] = f"skipped (P*N = {P * N:.1e} > {args.greedy_max_pn:.0e})"
             continue
-        kern = functools.partial(_inf.ap_most_violated_masked, kp=P, method=m)
-        c, comp = aot(kern, scores, pos_mask, neg_mask)
-        entries[m] = (c, (scores, pos_mask, neg_mask), True)
+        kern = functools.partial(ap_oracle, kp=P, method=m)
+        c, comp = aot(kern, scores, positive, where)
+        entries[m] = (c, (scores, positive, where), True)
         info[m] = {"compile_s": comp}
 
     if args.public:
+        # The model's oracle as the solver calls it (S = X w, ItemProblem).
+        model = APModel(kp=P, method="select")
+        c, comp = aot(model.oracle, scores, ItemProblem(positive, where))
+        name = "select [public, APModel.oracle]"
+        entries[name] = (c, (scores, ItemProblem(positive, where)), True)
+        info[name] = {"compile_s": comp}
         # Eager public call: host validation + dispatch of the same kernel.
         eager = functools.partial(ap_most_violated, labels=labels_np, method="select")
         name = "select [public, eager]"
@@ -206,6 +222,7 @@ def run_cell(P, N, regime, args):
     order = [
         "jnp.sort",
         *METHODS,
+        "select [public, APModel.oracle]",
         "select [public, eager]",
         "select [public, jit closure]",
         lit_name,
@@ -267,82 +284,6 @@ def run_cell(P, N, regime, args):
         "rel_vs_ref": rel_vs_ref,
     }
     return rows, check
-
-
-# ---------------------------------------------------------------------------
-# Phase breakdown of select (timing variants with stubbed phases).
-# ---------------------------------------------------------------------------
-
-
-def select_phases(P, N, regime, args):
-    """Time ``select`` with later phases replaced by stubs (differences = phases).
-
-    Variants: (A) full; (B) rank search (``_opt_search``) stubbed; (C) also the
-    sort of the candidate bucket stubbed; (E) the whole selective ranking
-    stubbed (only positive sort + loss/coef/hinge remain). Phases: rank search
-    = A - B, bucket sort = B - C, threshold search + compaction = C - E.
-    The stubs change the data flow, so the split is approximate.
-    """
-    scores_np, labels_np = make_problem(P, N, regime, args.seed)
-    scores = jnp.asarray(scores_np)
-    pm = jnp.asarray(labels_np > 0)
-    nm = ~pm
-    orig = {
-        "_opt_search": _inf._opt_search,
-        "_sort_desc": _inf._sort_desc,
-        "_select_opt": _inf._select_opt,
-    }
-
-    def stub_search(sp, P_, N_, sn, num_valid, head="scan"):
-        return jnp.full(sn.shape, P_ + 1, jnp.int32)
-
-    def stub_sort(x, valid):
-        if x.shape[-1] == P:  # keep the sort of the positives
-            return orig["_sort_desc"](x, valid)
-        return (
-            jnp.where(valid, x, 0),
-            jnp.arange(x.shape[-1], dtype=jnp.int32),
-            jnp.sum(valid, dtype=jnp.int32),
-        )
-
-    def stub_select(sp, P_, N_, s, neg_valid):
-        return jnp.where(neg_valid, P_ + 1, 0).astype(jnp.int32)
-
-    variants = [
-        ("A full select", {}),
-        ("B no rank search", {"_opt_search": stub_search}),
-        (
-            "C no rank search, no bucket sort",
-            {"_opt_search": stub_search, "_sort_desc": stub_sort},
-        ),
-        ("E no selective ranking", {"_select_opt": stub_select}),
-    ]
-    reps = args.repeats or 7
-    entries = {}
-    try:
-        for name, patch in variants:
-            for k, v in orig.items():
-                setattr(_inf, k, patch.get(k, v))
-            kern = functools.partial(_inf._ap_core, kp=P, method="select")
-            c, _ = aot(kern, scores, pm, nm)
-            entries[name] = (c, (scores, pm, nm), True)
-    finally:
-        for k, v in orig.items():
-            setattr(_inf, k, v)
-    sort_c, _ = aot(jnp.sort, scores)
-    entries["sort"] = (sort_c, (scores,), True)
-    timed = time_round_robin(entries, min_repeats=reps, max_repeats=reps, budget_s=0)
-    t = timed["sort"][0]
-    a, b, c_, e = (1e3 * timed[v[0]][0] for v in variants)
-    phases = [
-        ("positive sort + loss/coef/hinge (E)", e),
-        ("threshold search + compaction (C - E)", c_ - e),
-        ("sort of the candidate bucket (B - C)", b - c_),
-        ("rank search, Alg. 2 + D&C head (A - B)", a - b),
-        ("total (A)", a),
-        ("jnp.sort of all scores", 1e3 * t),
-    ]
-    return phases
 
 
 # ---------------------------------------------------------------------------
@@ -433,9 +374,10 @@ def header(argv):
         "pos ~ N(4 + N/(2P), 1), neg ~ N(0,1) (see the module docstring)"
     )
     print(
-        "- JAX methods timed as the jitted kernel `ap_most_violated_masked(..., "
-        "kp=|P|)` (what `ap_most_violated` runs for concrete inputs), AOT-compiled, "
-        "median of R calls with `block_until_ready`"
+        "- JAX methods timed as the public jitted oracle `jaxrank.inference.ap_oracle("
+        "scores, positive, where, kp=|P|)` (what the AP-SVM model and "
+        "`ap_most_violated` run), AOT-compiled, median of R calls with "
+        "`block_until_ready`"
     )
     print()
 
@@ -498,12 +440,6 @@ def main(argv=None):
         default=20_000,
         help="time jit(lambda s: ap_most_violated(s, labels)) only for "
         "n <= this (it uses kp = n)",
-    )
-    p.add_argument(
-        "--no-phases",
-        dest="phases",
-        action="store_false",
-        help="skip the phase breakdown of select at the largest size",
     )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -631,20 +567,6 @@ def main(argv=None):
             f"{fmt_ms(row['ms'])} ms vs sort {fmt_ms(srt['ms'])} ms)"
             + invalid(big_s, regime)
         )
-    if args.phases:
-        print()
-        print(
-            f"## Phase breakdown of select at {big_s} (approximate; median ms "
-            "of timing variants with later phases stubbed out)"
-        )
-        print()
-        print("| regime | phase | ms |")
-        print("|---|---|---:|")
-        for regime in regimes:
-            for name, ms in select_phases(big[0], big[1], regime, args):
-                print(
-                    f"| {regime} | {name} | {fmt_ms(ms) if ms >= 0 else f'{ms:.2f}'} |"
-                )
     print()
     print(f"Total runtime: {time.perf_counter() - t_start:.0f} s")
     return 0

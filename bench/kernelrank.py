@@ -20,6 +20,7 @@ includes tuning.
 Run from the repository root (2 CPU cores: about 4 minutes)::
 
     PYTHONPATH=. python bench/kernelrank.py > bench/results/kernelrank.md
+    PYTHONPATH=. python bench/kernelrank.py --quick   # smoke run (1 task, 1 split, no figures)
 """
 
 from __future__ import annotations
@@ -34,10 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-try:  # public API once exported
-    from jaxrank import AUCSVM, KernelRank
-except ImportError:  # pragma: no cover - before the re-export lands
-    from jaxrank._src.kernelrank import AUCSVM, KernelRank
+from jaxrank import AUCSVM, KernelRank
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -195,7 +193,7 @@ def run_text(args, out):
         times,
     )
     yte_by = {t: tte == names.index(t) for t in TEXT_TASKS[: args.n_tasks]}
-    for task in TEXT_TASKS[: min(2, args.n_tasks)]:
+    for task in TEXT_TASKS[: min(2, args.n_tasks) if args.figures else 0]:
         roc_figure(
             FIG / f"kernelrank_roc_{task.replace('.', '_')}.png",
             f"20 Newsgroups {task} (tf-idf, LDF)",
@@ -296,7 +294,7 @@ def run_bags(args, out):
         res,
         times,
     )
-    if fig_scores is not None:
+    if fig_scores is not None and args.figures:
         roc_figure(
             FIG / "kernelrank_roc_tiger_gmm.png",
             "MIL Tiger (GMM, eq. (20))",
@@ -382,7 +380,15 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-text", action="store_true")
     p.add_argument("--skip-bags", action="store_true")
+    p.add_argument("--no-figures", dest="figures", action="store_false",
+                   help="do not write bench/figures/kernelrank_roc_*.png")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: 1 text task on 1000 posts, 1 split per MIL set, "
+                   "20 Adam steps, no figures")
     args = p.parse_args()
+    if args.quick:
+        args.n_train, args.n_tasks, args.n_splits = 1000, 1, 1
+        args.max_iter, args.figures = 20, False
     import jax
 
     t0 = time.perf_counter()
@@ -400,8 +406,8 @@ def main():
     if not args.skip_bags:
         run_bags(args, out)
     out.append(
-        f"Total wall time: {time.perf_counter() - t0:.0f} s. ROC curves: "
-        "`bench/figures/kernelrank_roc_*.png`."
+        f"Total wall time: {time.perf_counter() - t0:.0f} s."
+        + (" ROC curves: `bench/figures/kernelrank_roc_*.png`." if args.figures else "")
     )
     print("\n".join(out))
 

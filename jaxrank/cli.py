@@ -464,6 +464,9 @@ def build_parser():
         "SVMlight/LIBSVM (1-based indices; qid: = query ids; .gz/.bz2 ok), .npz (X, y), "
         ".npy/.csv (label in the last column).",
     )
+    p.add_argument("--no-cache", action="store_true",
+                   help="do not use the persistent compilation cache (default: compiled "
+                   "programs are kept in ~/.cache/jaxrank/jax or $JAXRANK_CACHE_DIR)")
     sub = p.add_subparsers(dest="command", required=True)
 
     def quiet(q):
@@ -584,10 +587,36 @@ def build_parser():
     return p
 
 
+def _compilation_cache(args):
+    """Turn on JAX's persistent compilation cache (unless ``--no-cache``).
+
+    Compiled programs are stored in ``$JAXRANK_CACHE_DIR`` or the user's cache
+    directory (``$XDG_CACHE_HOME/jaxrank/jax``, default ``~/.cache/jaxrank/jax``),
+    so a second run with the same shapes skips XLA's compilation. A no-op when
+    JAX is already configured with a cache directory.
+    """
+    if getattr(args, "no_cache", False):
+        return
+    import jax
+
+    if jax.config.jax_compilation_cache_dir:
+        return
+    base = os.environ.get("JAXRANK_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "jaxrank", "jax")
+    try:
+        os.makedirs(base, exist_ok=True)
+    except OSError:
+        return  # unwritable cache location: run without a cache
+    jax.config.update("jax_compilation_cache_dir", base)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
 def main(argv=None):
     """Entry point of the ``jaxrank`` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _compilation_cache(args)
     try:
         return args.func(args)
     except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,

@@ -14,6 +14,14 @@ worked example of a user-defined model.
 * Problems: :class:`ItemProblem`, :class:`QueryProblem`.
 * Built-in models: :class:`APModel`, :class:`BinaryModel`, :class:`AUCModel`,
   :class:`AppxModel`.
+* Weak supervision (bags of candidates): :class:`BagData` / :func:`bag_data`
+  (padded ``[bags, T_max]`` candidate table), :class:`CandidateFeatures`,
+  :class:`LatentProblem`, :class:`LatentAPModel`, :class:`LatentSVMModel`,
+  :class:`LatentSSVMModel` (each with ``impute`` for CCCP), and the CCCP
+  pieces :func:`latent_objective`, :func:`cccp_update`.
+* High-order (samples with a graph of similar pairs): :class:`HOBModel` and
+  :class:`HOAPModel`, feature map :class:`HighOrderFeatures` on
+  :class:`GraphData`, problems :class:`HOBProblem`, :class:`HOAPProblem`.
 """
 
 from jaxrank._src.apsvm import APModel, query_layout
@@ -21,6 +29,26 @@ from jaxrank._src.appx import AppxModel, AppxProblem
 from jaxrank._src.aucsvm import AUCModel
 from jaxrank._src.binary import BinaryModel
 from jaxrank._src.features import Design, Intercept, LinearFeatures, design
+from jaxrank._src.latent import (
+    BagData,
+    CandidateFeatures,
+    LatentAPModel,
+    LatentProblem,
+    LatentSSVMModel,
+    LatentSVMModel,
+    bag_data,
+    cccp_update,
+    latent_objective,
+)
+from jaxrank._src.high_order import (
+    GraphData,
+    HighOrderFeatures,
+    HOAPModel,
+    HOAPProblem,
+    HOBModel,
+    HOBProblem,
+    pairwise_design,
+)
 from jaxrank._src.models import ItemProblem, Model, QueryProblem
 from jaxrank._src.types import FeatureMap, HingeTerms, StructuredModel
 
@@ -29,16 +57,32 @@ __all__ = [
     "AUCModel",
     "AppxModel",
     "AppxProblem",
+    "BagData",
     "BinaryModel",
+    "CandidateFeatures",
     "Design",
+    "GraphData",
+    "HOAPModel",
+    "HOAPProblem",
+    "HOBModel",
+    "HOBProblem",
+    "HighOrderFeatures",
     "FeatureMap",
     "HingeTerms",
     "Intercept",
     "ItemProblem",
+    "LatentAPModel",
+    "LatentProblem",
+    "LatentSSVMModel",
+    "LatentSVMModel",
     "LinearFeatures",
     "Model",
     "QueryProblem",
     "StructuredModel",
+    "bag_data",
+    "cccp_update",
     "design",
+    "latent_objective",
+    "pairwise_design",
     "query_layout",
 ]

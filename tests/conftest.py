@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -8,6 +9,13 @@ import pytest
 # Two virtual CPU devices (before JAX's first computation), so the tests run
 # the batched fits sharded over devices as `jaxrank sweep` does on 2 cores.
 jax.config.update("jax_num_cpu_devices", 2)
+# One persistent compilation cache for the test session: the two xdist workers
+# (and later runs) share the programs they compile (XLA's CPU compile of a
+# solver loop takes seconds). Programs with host callbacks are not cached.
+jax.config.update("jax_compilation_cache_dir",
+                  os.environ.get("JAXRANK_TEST_JAX_CACHE",
+                                 str(Path(__file__).resolve().parents[1] / ".jax_cache")))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for `import reference`
@@ -34,7 +42,10 @@ def page_blocks():
 
 
 def shared_data(*parts):
+    """Path of a dataset in ../shared/data: skipped when absent, a failure with CI=true."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"shared dataset {path} is missing (CI=true: datasets are required)")
         pytest.skip(f"shared dataset {path} not available")
     return path

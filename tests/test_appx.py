@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import jaxrank
+from conftest import shared_data
 from jaxrank import APSVMApprox
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -22,9 +23,7 @@ FLOAT_SLACK = 1e-4  # float32 rounding of the scores y w^T x (|w^T x| <~ 10 here
 
 @pytest.fixture(scope="module")
 def scene():
-    path = DATA / "scene" / "scene-train.arff"
-    if not path.exists():
-        pytest.skip(f"shared dataset {path} not available")
+    path = shared_data("scene", "scene-train.arff")
     a = np.loadtxt(path, delimiter=",", comments=["@", "%"])
     rng = np.random.RandomState(1)
     idx = np.sort(rng.permutation(a.shape[0])[:300])

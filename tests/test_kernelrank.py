@@ -21,6 +21,7 @@ from sklearn.base import clone
 from sklearn.metrics import roc_auc_score
 
 from jaxrank import AUCSVM, KernelRank
+from conftest import shared_data
 from jaxrank.inference import Violation, auc_most_violated
 from jaxrank.losses import kernel_auc, kernel_auc_loss, smoothed_step
 
@@ -423,9 +424,7 @@ def test_gmm_scorer_rejects_bad_input():
 
 
 def test_kernelrank_linear_on_sparse_reuters_beats_chance():
-    path = DATA / "reuters_moneyfx" / "reuters.tst.bz2"
-    if not path.exists():
-        pytest.skip(f"dataset not found: {path} (shared/data/reuters_moneyfx)")
+    path = shared_data("reuters_moneyfx", "reuters.tst.bz2")
     from sklearn.datasets import load_svmlight_file
 
     X, y = load_svmlight_file(str(path), n_features=8315, dtype=np.float32)
@@ -464,8 +463,7 @@ def _load_bags(name):
 
 
 def test_kernelrank_gmm_on_mil_tiger_beats_chance():
-    if not (DATA / "mil_animals" / "tiger.mat").exists():
-        pytest.skip(f"dataset not found: {DATA / 'mil_animals'}")
+    shared_data("mil_animals", "tiger.mat")
     from sklearn.decomposition import PCA
 
     X, mask, y = _load_bags("tiger")

@@ -13,6 +13,7 @@ import pytest
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 import jaxrank
+from conftest import shared_data
 from jaxrank import model_selection as ms
 from jaxrank.models import APModel, ItemProblem, design
 from jaxrank.solvers import fit
@@ -24,9 +25,7 @@ TOL = 1e-4
 
 
 def _load_scene():
-    path = DATA / "scene" / "scene-train.arff"
-    if not path.exists():
-        pytest.skip(f"shared dataset {path} not available")
+    path = shared_data("scene", "scene-train.arff")
     a = np.loadtxt(path, delimiter=",", comments=["@", "%"])
     X, Y = a[:, :294].astype(np.float32), a[:, 294:].astype(np.int64)
     rng = np.random.RandomState(0)
@@ -220,3 +219,16 @@ def test_progress_reports_every_fit_and_devices_do_not_change_the_fits(scene, sw
     np.testing.assert_allclose(one.objective, swept.objective, rtol=1e-3)
     assert np.all(one.objective >= swept.dual * (1 - 1e-5))
     assert np.all(swept.objective >= one.dual * (1 - 1e-5))
+
+
+def test_joint_refit_equals_the_separate_refit(scene, swept):
+    X, Y = scene
+    joint = jaxrank.model_selection.sweep(X, Y, Cs=CS, cv=CV, tol=TOL, random_state=0,
+                                          batch_size=4, refit="joint")
+    np.testing.assert_array_equal(joint.best_C, swept.best_C)
+    # each fit is optimal only to `tol`, so validation APs agree to a few 1e-3
+    np.testing.assert_allclose(joint.val_ap, swept.val_ap, atol=1e-2)
+    for a, b in zip(joint.best_estimators, swept.best_estimators):
+        assert a.C == b.C and a.converged_ and b.converged_
+        assert a.objective_ >= b.dual_objective_ * (1 - 1e-5)
+        assert b.objective_ >= a.dual_objective_ * (1 - 1e-5)

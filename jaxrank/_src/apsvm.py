@@ -168,6 +168,9 @@ class APSVM(StructuredSVM):
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
     _supports_groups = True
     _groups_param = "groups"
+    # Saved by jaxrank.save: a model fitted on queries keeps reading grades
+    # (``y >= min_relevance``) in ``jaxrank evaluate``.
+    _persist = ("n_queries_", "n_dropped_queries_")
 
     def __init__(self, C=1.0, *, inference="select", min_relevance=1, max_iter=1000,
                  tol=1e-4, verbose=False):
@@ -219,6 +222,21 @@ class APSVM(StructuredSVM):
         return APModel(kp=max(int(static["max_pos"]), 1), method=self.inference,
                        grouped=bool(static.get("grouped", False)))
 
+    def _train(self, model, data, problems, C, **kw):
+        res, extras = super()._train(model, data, problems, C, **kw)
+        counts = getattr(self, "_query_counts", None)
+        if isinstance(problems, QueryProblem) and counts is not None:
+            # per fit, so that the estimators that jaxrank.sweep refits get them too
+            Q, dropped = counts
+            extras = {**extras, "n_queries": np.full(C.shape[0], Q),
+                      "n_dropped_queries": np.asarray(dropped)}
+        return res, extras
+
+    def _fitted_extras(self, extras, pick):
+        if "n_queries" in extras:
+            self.n_queries_ = pick(extras["n_queries"], int)
+            self.n_dropped_queries_ = pick(extras["n_dropped_queries"], int)
+
     def fit(self, X, y, *, groups=None):
         """Fit AP-SVM; with ``groups`` (query ids), the mean AP over queries.
 
@@ -226,24 +244,26 @@ class APSVM(StructuredSVM):
         errors; with ``groups``, ``y`` holds relevance grades (class docstring).
         """
         self._query_counts = None
+        for name in ("n_queries_", "n_dropped_queries_"):  # from an earlier grouped fit
+            self.__dict__.pop(name, None)
         super().fit(X, y, groups=groups)
-        if self._query_counts is not None:
-            Q, dropped = self._query_counts
-            self.n_queries_, self.n_dropped_queries_ = int(Q), int(np.asarray(dropped)[0])
-            if self.verbose:
-                print(f"APSVM: {Q} queries, {self.n_dropped_queries_} dropped (no relevant or "
-                      "no irrelevant item)", flush=True)
+        self._query_counts = None
+        if self.verbose and getattr(self, "n_queries_", None) is not None:
+            print(f"APSVM: {self.n_queries_} queries, {self.n_dropped_queries_} dropped (no "
+                  "relevant or no irrelevant item)", flush=True)
         return self
 
     def score(self, X, y, sample_weight=None, *, groups=None):
         """Average precision of :meth:`decision_function`; MAP over ``groups``.
 
-        With ``groups``, ``y`` holds grades and relevant means ``y >=
-        min_relevance``; queries without a relevant or without an irrelevant
-        item are left out of the mean.
+        With ``groups``, for a model fitted with ``groups``, ``y`` holds
+        grades and relevant means ``y >= min_relevance``; for a model fitted
+        without them (one pooled ranking), ``y`` holds its two ``classes_``
+        (as :meth:`RankerMixin.score`). Queries without a relevant or without
+        an irrelevant item are left out of the mean.
         """
-        if groups is None:
-            return super().score(X, y, sample_weight)
+        if groups is None or getattr(self, "n_queries_", None) is None:
+            return super().score(X, y, sample_weight, groups=groups)
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported by the AP score.")
         check_is_fitted(self)

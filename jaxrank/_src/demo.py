@@ -94,7 +94,7 @@ def run_demo(*, seed=0, cv=3, devices=None, quiet=False, datasets=None, out=prin
     for key, label in models:
         t0 = time.perf_counter()
         res = jaxrank.sweep(X, Y, model=key, cv=cv, where=where, random_state=seed,
-                            devices=devices, progress=not quiet)
+                            refit="joint", devices=devices, progress=not quiet)
         timing[label] = time.perf_counter() - t0
         chosen_C[label] = res.best_C
         for t, (name, _, _, Xte, yte) in enumerate(parts):

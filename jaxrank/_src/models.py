@@ -45,8 +45,10 @@ class Model:
         features: the feature map (default :class:`LinearFeatures`, ``S = X w``).
         cache: static number of cached planes of the solver (``>= 1``).
         inner_steps: static cached-plane steps per oracle call (``>= 0``).
-        hinge_epochs: static dual coordinate ascent epochs over the hinge
-            terms per solver iteration (``>= 1``; unused without hinge terms).
+        hinge_visits: static budget of one call of dual coordinate ascent on
+            the hinge terms per solver iteration, in passes over the ``m``
+            terms (``>= 1``; shrinking makes later passes cheaper; unused
+            without hinge terms).
         nonpositive: static ``(start, stop)`` or ``None``: the solver keeps
             ``w[start:stop] <= 0`` (sign constraints, e.g. HOB-SVM's pairwise
             weights).
@@ -55,7 +57,7 @@ class Model:
     features: Any = LinearFeatures()
     cache: int = 32
     inner_steps: int = 32
-    hinge_epochs: int = 1
+    hinge_visits: int = 5
     nonpositive: Any = None
 
     oracle = None  # (S, problem) -> Violation; None: no 1-slack structured term

@@ -11,7 +11,9 @@ from jaxrank._src.apsvm import APSVM
 from jaxrank._src.appx import APSVMApprox
 from jaxrank._src.aucsvm import AUCSVM
 from jaxrank._src.binary import BinarySVM
+from jaxrank._src.high_order import HOAPSVM, HOBSVM
 from jaxrank._src.kernelrank import KernelRank
+from jaxrank._src.latent import LatentAPSVM, LatentSSVM, LatentSVM
 
 ESTIMATORS = {
     "apsvm": APSVM,
@@ -19,6 +21,11 @@ ESTIMATORS = {
     "apsvm-appx": APSVMApprox,
     "auc-svm": AUCSVM,
     "kernelrank": KernelRank,
+    "latent-apsvm": LatentAPSVM,
+    "latent-svm": LatentSVM,
+    "latent-ssvm": LatentSSVM,
+    "hob-svm": HOBSVM,
+    "hoap-svm": HOAPSVM,
 }
 
 

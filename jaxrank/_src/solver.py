@@ -28,11 +28,13 @@ steps among them between two oracle calls (multi-plane Frank-Wolfe, Shah et
 al. 2015), in weight space with an incremental Gram matrix.
 
 **Hinge block.** The per-sample hinges are an ``n``-slack block with dual
-variables ``alpha_i`` in ``[0, u_i]``, updated by ``hinge_epochs`` epochs of
-dual coordinate ascent per iteration (Hsieh et al. 2008, liblinear's dual
-solver) in a randomised order; every step is an exact maximisation of ``D``
-along one coordinate, so ``D`` never decreases. A model with hinge terms and
-no oracle (the binary SVM) is liblinear's problem.
+variables ``alpha_i`` in ``[0, u_i]``, updated every iteration by dual
+coordinate ascent (Hsieh et al. 2008; liblinear's ``-s 3`` loop with
+shrinking, a fresh random order every pass, at most ``model.hinge_visits * m``
+coordinate visits; :mod:`jaxrank._src.dcd`, native code on CPU, XLA loops
+elsewhere); every step is an exact maximisation of ``D`` along one
+coordinate, so ``D`` never decreases. A model with hinge terms and no oracle
+(the binary SVM) is liblinear's problem, with a certified gap.
 
 **Sign constraints.** A model may constrain a slice of the weights to be
 non-positive (``model.nonpositive = (start, stop)``: ``w[start:stop] <= 0``,
@@ -62,6 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxrank._src import dcd
 from jaxrank._src.types import HingeTerms, Violation
 
 
@@ -105,6 +108,10 @@ class SolverState(NamedTuple):
             combination: ``sum_i alpha_i y_i z_i - nu``.
         nu: ``[dim]`` multipliers ``>= 0`` of the sign constraints
             ``w[start:stop] <= 0`` of ``model.nonpositive`` (zeros without).
+        active: the shrinking state of the hinge block's dual coordinate
+            ascent (:class:`jaxrank._src.dcd.ActiveSet`, ``[m]`` mask).
+        pg_tol: ``[]`` liblinear's pass tolerance of the hinge block; lowered
+            10x whenever a call met it before the duality gap met ``tol``.
     """
 
     w: jax.Array
@@ -121,6 +128,8 @@ class SolverState(NamedTuple):
     alpha: jax.Array
     w_other: jax.Array
     nu: jax.Array
+    active: Any
+    pg_tol: jax.Array
 
 
 def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverState:
@@ -151,6 +160,8 @@ def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverStat
         alpha=jnp.zeros((n_hinge,), dtype),
         w_other=zeros,
         nu=zeros,
+        active=dcd.all_active(n_hinge),
+        pg_tol=jnp.asarray(1.0, dtype),
     )
 
 
@@ -198,56 +209,24 @@ def _hinge_objective(h: HingeTerms, w):
     return jnp.sum(h.upper * jnp.maximum(0, 1 - h.labels * m))
 
 
+def hinge_rows(h: HingeTerms):
+    """The :class:`jaxrank._src.dcd.HingeRows` of hinge terms (no copy of the data)."""
+    X = h.rows.X
+    bias = jnp.asarray(h.bias, jnp.float32)
+    d = jnp.asarray(h.rows.shape[1], jnp.int32)
+    if h.rows.sparse:
+        return dcd.HingeRows(None, h.rows.indptr, X.indices[:, 1].astype(jnp.int32),
+                             X.data.astype(jnp.float32), bias, d)
+    return dcd.HingeRows(X.astype(jnp.float32), None, None, None, bias, d)
+
+
 def _hinge_sq_norms(h: HingeTerms):
-    q = h.rows.row_sq_norms()
-    return q + h.bias * h.bias if h.bias else q
+    return dcd.sq_norms(hinge_rows(h))
 
 
-def _dcd_epochs(h: HingeTerms, w, alpha, order, sq_norms, epochs):
-    """``epochs`` passes of dual coordinate ascent over the hinge terms."""
-    from jaxrank._src import hinge_xla
-
-    return hinge_xla.dcd_epochs(h, w, alpha, order, sq_norms, epochs)
-
-
-def _strides(m):
-    """Static strides ``a`` coprime to ``m`` with ``a * (m - 1) < 2^32`` (uint32 exact)."""
-    limit = (2**32 - 1) // max(m, 1)
-    out = [p for p in (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71,
-                       73, 79, 83, 89, 97, 101, 103, 107, 109, 113, 127, 131, 137, 139, 149,
-                       151, 157, 163, 167, 173, 179, 181, 191, 193, 197, 199, 211, 223, 227,
-                       229, 233, 239, 241, 251, 257, 263, 269, 271, 277, 281, 283, 293)
-           if p <= limit and m % p != 0 and p < m]
-    return out or [1]
-
-
-def _base_permutation(key, m):
-    """A random permutation of ``range(m)`` (one sort of random 32-bit keys)."""
-    bits = jax.random.bits(key, (m,), jnp.uint32)
-    _, perm = lax.sort((bits, jnp.arange(m, dtype=jnp.int32)), num_keys=1)
-    return perm
-
-
-def _order(key, it, perm0):
-    """Visiting order of iteration ``it``: ``perm0[(a i + b) mod m]``, random ``a``, ``b``.
-
-    A fresh random order every epoch matters: on a 300-sample real set, dual
-    coordinate ascent reached a relative gap of 1e-7 in 1000 epochs with
-    fresh permutations but only 3e-2 with rotations of one fixed permutation
-    (cyclic orders are much slower). ``jax.random.permutation`` (a sort per
-    epoch) costs far more than an epoch on XLA's CPU backend (50 ms for
-    35,000 samples), so the base permutation is composed with a random affine
-    bijection ``i -> (a i + b) mod m`` (``a`` coprime to ``m``; exact in
-    uint32): O(m), and as fast to converge in the same test.
-    """
-    m = perm0.shape[0]
-    strides = jnp.asarray(_strides(m), jnp.uint32)
-    k1, k2 = jax.random.split(jax.random.fold_in(key, it))
-    a = strides[jax.random.randint(k1, (), 0, strides.shape[0])]
-    b = jax.random.randint(k2, (), 0, max(m, 1)).astype(jnp.uint32)
-    i = jnp.arange(m, dtype=jnp.uint32)
-    mu = jnp.uint32(m)
-    return perm0[(lax.rem(a * i, mu) + b) % mu]
+# Passes of one hinge-block call are bounded by its visit budget; this static
+# bound only sizes the kernel's loop.
+_MAX_PASSES = 10_000
 
 
 def _converged(best_obj, best_dual, tol):
@@ -256,7 +235,7 @@ def _converged(best_obj, best_dual, tol):
 
 
 def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
-         perm0=None, sq_norms=None, key=None) -> SolverState:
+         sq_norms=None, key=None) -> SolverState:
     """One iteration of the solver: one call of loss-augmented inference.
 
     Evaluates ``F`` at ``state.w`` (the oracle gives the most-violated output
@@ -265,8 +244,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     gap ``(F(w_best) - D) / F(w_best)`` is ``<= tol`` or ``max_iter``
     iterations were made, then takes the Pegasos / Frank-Wolfe step towards
     the new plane with exact line search, ``model.inner_steps`` pairwise steps
-    among the cached planes, and ``model.hinge_epochs`` epochs of dual
-    coordinate ascent on the hinge block, and raises the dual bound ``D``.
+    among the cached planes, and a call of dual coordinate ascent on the hinge
+    block (at most ``model.hinge_visits * m`` visits), and raises the dual
+    bound ``D``.
     Pure and shape-static: ``vmap`` it over states, problems and ``C``.
 
     Args:
@@ -277,11 +257,10 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         C: ``[]`` float trade-off ``> 0``.
         tol: ``[]`` relative duality gap at which the fit stops.
         max_iter: static bound on the iterations of the fit.
-        perm0: ``[m]`` int32 base visiting order of the hinge terms (only
-            with hinge terms; :func:`fit` draws it).
         sq_norms: ``[m]`` squared row norms of the hinge terms (computed here
             if ``None``).
-        key: PRNG key of the visiting orders (only with hinge terms).
+        key: PRNG key of the visiting orders (only with hinge terms;
+            default ``jax.random.key(0)``).
 
     Returns:
         The next :class:`SolverState` (``it`` increased by one).
@@ -352,16 +331,27 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
                 (beta, ell, gram @ beta + corners @ w_other),
             )
             w = beta @ corners + w_other
+    active, pg_tol = s.active, s.pg_tol
     if hinge is not None:
+        # Dual coordinate ascent on the hinge block (liblinear's shrinking
+        # loop, at most hinge_visits * m coordinate visits, a fresh random
+        # order), with the plane part of w fixed.
+        rows = hinge_rows(hinge)
         if sq_norms is None:
-            sq_norms = _hinge_sq_norms(hinge)
-        if perm0 is None:
-            perm0 = jnp.arange(hinge.labels.shape[0], dtype=jnp.int32)
+            sq_norms = dcd.sq_norms(rows)
         if key is None:
             key = jax.random.key(0)
+        m = hinge.labels.shape[0]
+        order = dcd.random_order(jax.random.fold_in(key, s.it), m)
         w_plane = w - w_other
-        w, alpha = _dcd_epochs(hinge, w, alpha, _order(key, s.it, perm0), sq_norms,
-                               model.hinge_epochs)
+        w32, alpha32, active, stats = dcd.dcd_epoch(
+            w.astype(jnp.float32), alpha.astype(jnp.float32), rows,
+            hinge.labels.astype(jnp.float32), hinge.upper.astype(jnp.float32), order,
+            sq_norms=sq_norms.astype(jnp.float32), n_epochs=_MAX_PASSES, active=active,
+            pg_tol=pg_tol.astype(jnp.float32),
+            max_visits=jnp.asarray(int(model.hinge_visits) * m, jnp.int32))
+        w, alpha = w32.astype(dtype), alpha32.astype(dtype)
+        pg_tol = jnp.where(stats.converged, 0.1 * pg_tol, pg_tol)
         w_other = w - w_plane
     bounds = getattr(model, "nonpositive", None)
     if bounds is not None:
@@ -376,7 +366,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         nu = nu_new
     dual = jnp.maximum(s.best_dual, ell + jnp.sum(alpha) - 0.5 * jnp.dot(w, w))
     return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done,
-                       alpha, w_other, nu)
+                       alpha, w_other, nu, active, pg_tol)
 
 
 def state_result(state: SolverState, tol) -> FitResult:
@@ -397,22 +387,19 @@ def _check_static(model, max_iter):
         raise ValueError(f"model.cache must be >= 1; got {model.cache!r}.")
     if int(model.inner_steps) < 0:
         raise ValueError(f"model.inner_steps must be >= 0; got {model.inner_steps!r}.")
-    if int(getattr(model, "hinge_epochs", 1)) < 1:
-        raise ValueError(f"model.hinge_epochs must be >= 1; got {model.hinge_epochs!r}.")
+    if int(getattr(model, "hinge_visits", 1)) < 1:
+        raise ValueError(f"model.hinge_visits must be >= 1; got {model.hinge_visits!r}.")
 
 
-def _hinge_setup(model, data, problem, C, dtype, key):
-    """Size, row norms and base visiting order of the hinge block (0, None, None without)."""
+def _hinge_setup(model, data, problem, C, dtype):
+    """Size and row norms of the hinge block (``0, None`` without one)."""
     h = model.hinge_terms(data, problem, jnp.asarray(1.0, dtype))
     if h is None:
         if model.oracle is None:
             raise ValueError(
                 f"{type(model).__name__} has neither an oracle nor hinge terms: nothing to fit.")
-        return 0, None, None
-    m = h.labels.shape[-1]
-    sq = _hinge_sq_norms(h)
-    perm0 = _base_permutation(key, m)
-    return m, sq, perm0
+        return 0, None
+    return h.labels.shape[-1], _hinge_sq_norms(h)
 
 
 def fit(
@@ -467,9 +454,9 @@ def fit(
     dtype = _dtype(data)
     dim = model.dim(data)
     key = jax.random.key(seed)
-    m, sq, perm0 = _hinge_setup(model, data, problem, C, dtype, key)
+    m, sq = _hinge_setup(model, data, problem, C, dtype)
     run = functools.partial(step, model=model, data=data, problem=problem, C=C, tol=tol,
-                            max_iter=max_iter, perm0=perm0, sq_norms=sq, key=key)
+                            max_iter=max_iter, sq_norms=sq, key=key)
 
     def body(s):
         s = run(s)
@@ -506,15 +493,14 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
     dim = model.dim(data)
     key = jax.random.key(seed)
     first_prob = jax.tree_util.tree_map(lambda a: a[0], problems)
-    m, sq, perm0 = _hinge_setup(model, data, first_prob, C[0], dtype, key)
+    m, sq = _hinge_setup(model, data, first_prob, C[0], dtype)
     fresh = jax.tree_util.tree_map(
         lambda a: jnp.broadcast_to(a, (B,) + a.shape),
         init_state(dim, dtype, model.cache, m),
     )
 
     def one(s, prob, c):
-        return step(s, model, data, prob, c, tol=tol, max_iter=max_iter, perm0=perm0,
-                    sq_norms=sq, key=key)
+        return step(s, model, data, prob, c, tol=tol, max_iter=max_iter, sq_norms=sq, key=key)
 
     def body(q):
         idx = jnp.minimum(q.pos, M - 1)

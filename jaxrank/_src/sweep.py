@@ -240,9 +240,9 @@ def _run(est, data, positive, where, masks, Cs, groups, batch_size, devices, pro
     t0 = time.perf_counter()
     try:
         with progress_hook(bar):
-            res, _ = est._train(model, data, problems, jnp.asarray(Cs[g], jnp.float32),
-                                single=False, batch_size=batch_size, devices=devices,
-                                progress=bool(progress))
+            res, extras = est._train(model, data, problems, jnp.asarray(Cs[g], jnp.float32),
+                                     single=False, batch_size=batch_size, devices=devices,
+                                     progress=bool(progress))
             res = jax.block_until_ready(res)
             jax.effects_barrier()
     finally:
@@ -251,9 +251,11 @@ def _run(est, data, positive, where, masks, Cs, groups, batch_size, devices, pro
     val_ap = _val_ap(S, pos, val, groups)
     out = [val_ap, res.objective, res.dual, res.num_steps, res.converged, res.w]
     out = [np.asarray(a).reshape((T, G, F) + np.shape(a)[1:]) for a in out]
+    extras = {k: np.asarray(v).reshape((T, G, F) + np.shape(v)[1:])
+              for k, v in extras.items() if not k.startswith("_")}
     dt = time.perf_counter() - t0
     _say(verbose, f"  done in {dt:.1f} s ({int(out[4].sum())}/{M} converged)")
-    return out, dt
+    return out + [extras], dt
 
 
 def sweep(
@@ -303,7 +305,10 @@ def sweep(
             (default all). Samples outside it take part in no fit and no
             validation (e.g. several datasets stacked as tasks).
         random_state: fold shuffling seed.
-        refit: refit the best ``C`` of each task on all samples.
+        refit: ``True``: refit the best ``C`` of each task on all samples (a
+            second compiled call); ``"joint"``: fit every ``C`` on all samples
+            inside the CV call (``T (G - 1)`` extra fits, no second compilation:
+            faster for small data); ``False``: no refit.
         task_names: optional ``T`` names, for reports.
         batch_size: fits stepped together per device (int ``>= 1``), or
             ``None``: 32, fewer if the fits do not fill the slots or their
@@ -351,8 +356,15 @@ def sweep(
     if where.dtype != bool:
         raise TypeError(f"where must be a bool array; got dtype {where.dtype}.")
     masks = _fold_masks(cv, positive, random_state, groups, where)
-    out, cv_time = _run(est, data, positive, where, masks, grid, groups, batch_size, devices,
-                        progress, verbose)
+    if refit not in (True, False, "joint"):
+        raise ValueError(f"refit must be True, False or 'joint'; got {refit!r}.")
+    joint = refit == "joint"
+    # With refit="joint" every C is also fitted on all samples of each task
+    # (an extra "fold" with an empty validation part) in the same compiled call.
+    run_masks = np.concatenate([masks, np.zeros_like(masks[:, :1])], axis=1) if joint \
+        else masks
+    out, cv_time = _run(est, data, positive, where, run_masks, grid, groups, batch_size,
+                        devices, progress, verbose)
     extensions = 0
     while auto and extensions < int(max_extensions):
         best = np.argmax(out[0].mean(axis=-1), axis=1)
@@ -368,21 +380,35 @@ def sweep(
             place = "low"
         if not new:
             break
-        more, dt = _run(est, data, positive, where, masks, np.asarray(new), groups,
+        more, dt = _run(est, data, positive, where, run_masks, np.asarray(new), groups,
                         batch_size, devices, progress, verbose)
         cv_time += dt
-        if place == "high":
-            grid = np.r_[grid, new]
-            out = [np.concatenate([a, b], axis=1) for a, b in zip(out, more)]
-        else:
-            grid = np.r_[new, grid]
-            out = [np.concatenate([b, a], axis=1) for a, b in zip(out, more)]
+        cat = (lambda a, b: np.concatenate([a, b], axis=1)) if place == "high" else (
+            lambda a, b: np.concatenate([b, a], axis=1))
+        grid = np.r_[grid, new] if place == "high" else np.r_[new, grid]
+        out = [cat(a, b) for a, b in zip(out[:-1], more[:-1])] + [
+            {k: cat(out[-1][k], more[-1][k]) for k in out[-1]}]
         extensions += 1
-    val_ap, obj, dual, steps, conv, W = out
+    val_ap, obj, dual, steps, conv, W, extras = out
+    full = None
+    if joint:  # split off the fits on all samples
+        full = [a[:, :, -1] for a in (obj, dual, steps, conv, W)], {
+            k: v[:, :, -1] for k, v in extras.items()}
+        val_ap, obj, dual, steps, conv, W = (a[:, :, :-1] for a in (val_ap, obj, dual, steps,
+                                                                     conv, W))
     best = np.argmax(val_ap.mean(axis=-1), axis=1)
     best_C = grid[best]
     estimators, refit_time = [], 0.0
-    if refit:
+    if joint:
+        (f_obj, f_dual, f_steps, f_conv, f_W), f_extras = full
+        tt = np.arange(T)
+        from jaxrank._src.solver import FitResult
+
+        res = FitResult(f_W[tt, best], f_obj[tt, best], f_dual[tt, best], f_steps[tt, best],
+                        f_conv[tt, best])
+        estimators = _estimators(est, data, positive, where, classes, best_C, res,
+                                 {k: v[tt, best] for k, v in f_extras.items()})
+    elif refit:
         _say(verbose, f"refitting the best C of {T} task(s) in one call ...")
         t0 = time.perf_counter()
         estimators = _refit(est, data, positive, where, classes, best_C, groups, batch_size,
@@ -405,6 +431,12 @@ def _refit(est, data, positive, where, classes, best_C, groups, batch_size, devi
     res, extras = est._train(model, data, problems, jnp.asarray(best_C, jnp.float32),
                              single=False, batch_size=batch_size, devices=devices)
     res = jax.tree_util.tree_map(np.asarray, res)
+    return _estimators(est, data, positive, where, classes, best_C, res, extras)
+
+
+def _estimators(est, data, positive, where, classes, best_C, res, extras):
+    """One fitted estimator per task from ``[T]`` fit results."""
+    T = positive.shape[0]
     out = []
     for t in range(T):
         one = clone(est).set_params(C=float(best_C[t]))

@@ -1,0 +1,949 @@
+r"""High-order rankers: HOB-SVM and HOAP-SVM (Dokania, Behl, Jawahar, Kumar, ECCV 2014).
+
+Samples ``x_i`` come with a set ``E`` of pairs of *similar* samples that tend
+to share a label (persons in one image, papers citing each other, posts of
+one thread). Both models are structured models of the solver's interface
+(:mod:`jaxrank._src.types`): a feature map with a unary and a pairwise part,
+and an oracle.
+
+**Feature map** (eqs. (4)-(6)). With ``psi(x) = [x, 1]`` (``fit_intercept``)
+or ``x``, weights ``w = [w+, w-, w2]`` (``3 d'`` entries) and ``Phi(z_i, z_j)
+= exp(-(z_i - z_j)^2)`` element-wise::
+
+    S = (unary [n, 2], pairwise [m]),
+    unary[i, 1] = w+ . psi(x_i),   unary[i, 0] = w- . psi(x_i),
+    pairwise[e] = eta w2 . Phi(psi(x_i), psi(x_j))        (e = (i, j) in E)
+
+so that ``w . Psi(X, Y) = sum_i unary[i, y_i] + sum_e pairwise[e] [y_i !=
+y_j]``. ``Phi = 1 - G`` with ``G = 1 - exp(-(z_i - z_j)^2)``, which is as sparse
+as ``z_i - z_j`` (``w2 . Phi = sum(w2) - G w2``), so sparse ``X`` stays sparse.
+The solver keeps ``w2 <= 0`` (``Model.nonpositive``): ``pairwise <= 0`` and
+the score is supermodular (graph cuts apply).
+
+**HOB-SVM** (problem (8)). Loss (7), the weighted 0-1 loss ``Delta = (J
+#{missed positives} + #{false positives}) / (J |P| + |N|)`` with ``J =
+|N|/|P|`` by default, is unary, so loss-augmented inference is one MAP of
+``S + Delta`` (:func:`jaxrank.graph.layout_map`: enumeration of small
+components, one graph cut for the large ones). Ranking by the max-marginal
+difference ``s_i = m_i^+ - m_i^-`` (eqs. (9)-(11)).
+
+**HOAP-SVM** (problem (14), Algorithm 1). The score of a ranking is (12) with
+``s_i(w)``; the problem is a difference of convex functions (Proposition 3),
+solved by CCCP in :meth:`HOAPSVM._train`: at ``w_t`` the max-marginal
+labelings at the true labels, ``Ybar_i^+`` (positives) and ``Ybar_j^-``
+(negatives), linearise the concave part (Proposition 4); the convex problem
+(17) is solved by :func:`jaxrank.solvers.fit` with :class:`HOAPModel`, whose
+oracle is the exact AP most-violated ranking (Mohapatra et al. 2014) of the
+scores of Proposition 5, ``sbar_i = mbar_i^+ - m_i^-`` (positives) and
+``sbar_j = m_j^+ - mbar_j^-`` (negatives), with ``m`` the max-marginals at
+the current ``w`` (their labelings give the plane) and ``mbar`` the fixed
+labelings' scores. The objective (16) after every convex step is
+``cccp_objectives_``; it is non-increasing up to the certified duality gap of
+each step.
+
+**Per-component linearisation.** ``s_i`` depends only on ``i``'s connected
+component (other components add the same maximum to ``m_i^+`` and
+``m_i^-``), so ``m_i^+`` and ``m_i^-`` are taken over ``i``'s component (as
+are the labelings): the same ``s_i`` and DC program, with a linearisation of
+``g`` that is never looser than the paper's whole-graph one (both are tight
+at ``w_t``; the paper's adds a non-negative term for every other
+component's labels moving away from their MAP at ``w_t``). For isolated
+samples (``eta = 0``) the linearisation is exact.
+
+**Baselines** (§5: "SVM" and "AP-SVM" are ``w2 = 0``). ``w+`` and ``w-``
+enter only as ``v = w+ - w-``, so at the optimum ``w+ = -w- = v/2`` and
+``1/2(||w+||^2 + ||w-||^2) = ||v||^2/4``. With ``eta = 0``:
+
+* HOB-SVM(``C``) solves ``1/4 ||v||^2 + C sum_k a_k max(0, 1 - y_k v . z_k)``
+  with margins ``a_k = J/Z`` (positives), ``1/Z`` (negatives), ``Z = J|P| +
+  |N|`` and ``z_k = psi(x_k)/a_k``: a binary SVM with positive weight ``J``,
+  ``C' = 2 C / Z`` on the rows ``z_k`` (no separate intercept), objective
+  halved (``tests/test_high_order.py`` checks this against
+  :class:`jaxrank.BinarySVM`);
+* HOAP-SVM(``C``) solves AP-SVM(``2 C``) (``v`` = its ``w``; the intercept
+  cancels), objective halved.
+
+**Edges.** ``edges [m, 2]`` integer sample indices; ``(i, j)`` and ``(j,
+i)`` and repeats are one pair of ``E``; self-loops and indices outside
+``0..n-1`` are errors. Samples removed from a fit (``where``) lose their
+edges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from numbers import Integral, Real
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from jaxrank._src import graph as G
+from jaxrank._src.base import (
+    StructuredSVM,
+    _print_progress,
+    check_positive_float32,
+    choose_batch_size,
+    fit_batch,
+    fit_one,
+    labels_to_tasks,
+    report_progress,
+    resolve_devices,
+    warn_unconverged,
+)
+from jaxrank._src.features import Design, design
+from jaxrank._src.inference import METHODS as AP_METHODS
+from jaxrank._src.inference import ap_oracle
+from jaxrank._src.metrics import average_precision
+from jaxrank._src.models import Model
+from jaxrank._src.types import Violation
+
+GRAPH_METHODS = ("auto", "enumerate", "bk", "python", "ortools", "pymaxflow")
+
+
+# ---------------------------------------------------------------------------
+# Data and feature map.
+# ---------------------------------------------------------------------------
+
+
+@jax.tree_util.register_pytree_node_class
+class GraphData:
+    """Samples and their graph: the shared ``data`` of the high-order models.
+
+    Attributes:
+        X: :class:`jaxrank.models.Design` ``[n, d]`` unary features.
+        G: :class:`jaxrank.models.Design` ``[m, d]``: ``1 - exp(-(x_i -
+            x_j)^2)`` per merged edge (``layout.edges`` order).
+        layout: :class:`jaxrank.graph.GraphLayout` of the edges.
+    """
+
+    def __init__(self, X, Gd, layout):
+        self.X, self.G, self.layout = X, Gd, layout
+
+    def tree_flatten(self):
+        return (self.X, self.G, self.layout), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+    @property
+    def shape(self):
+        """``(n, d)`` of the unary features."""
+        return self.X.shape
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    def __repr__(self):
+        return f"GraphData(X={self.X}, m={self.G.shape[0]}, {self.layout})"
+
+
+def pairwise_design(X, edges, *, dtype=np.float32) -> Design:
+    """``G [m, d]`` with ``G[e] = 1 - exp(-(x_i - x_j)^2)`` for ``e = (i, j)`` (host side).
+
+    Sparse ``X`` gives a sparse ``G`` (same support as ``x_i - x_j``).
+    """
+    e = np.asarray(edges, np.int64).reshape(-1, 2)
+    if sp.issparse(X):
+        Xc = sp.csr_matrix(X, dtype=np.float64)
+        D = (Xc[e[:, 0]] - Xc[e[:, 1]]).tocsr()
+        D.data = -np.expm1(-D.data * D.data)
+        D.eliminate_zeros()
+        return design(D.astype(dtype), dtype=dtype)
+    Xd = np.asarray(X, np.float64)
+    return design(-np.expm1(-(Xd[e[:, 0]] - Xd[e[:, 1]]) ** 2), dtype=dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class HighOrderFeatures:
+    """Feature map ``S = (unary [n, 2], pairwise [m])`` of eqs. (4)-(6) (module docstring).
+
+    Attributes:
+        eta: static trade-off ``>= 0`` of the pairwise part.
+        intercept: static; ``psi(x) = [x, 1]`` (a regularised constant feature
+            in every block; in ``Phi`` it is the constant 1: a learned uniform
+            smoothing strength).
+    """
+
+    eta: float = 1.0
+    intercept: bool = True
+
+    def width(self, data) -> int:
+        """``d'``: entries of each of the three blocks."""
+        return data.X.shape[1] + int(self.intercept)
+
+    def dim(self, data) -> int:
+        """``3 d'``."""
+        return 3 * self.width(data)
+
+    def split(self, w, d):
+        """``(w+, w-, w2)`` blocks of ``w``."""
+        k = d + int(self.intercept)
+        return w[:k], w[k:2 * k], w[2 * k:3 * k]
+
+    def _lin(self, v, X):
+        d = X.shape[1]
+        s = X @ v[:d]
+        return s + v[d] if self.intercept else s
+
+    def __call__(self, w, data):
+        d = data.X.shape[1]
+        wp, wn, w2 = self.split(w, d)
+        unary = jnp.stack([self._lin(wn, data.X), self._lin(wp, data.X)], axis=1)
+        if data.G.shape[0] == 0:
+            pair = jnp.zeros((0,), unary.dtype)
+        else:
+            pair = self.eta * (jnp.sum(w2) - data.G @ w2[:d])
+        return unary, pair
+
+
+# ---------------------------------------------------------------------------
+# Models (oracles).
+# ---------------------------------------------------------------------------
+
+
+class HOBProblem(NamedTuple):
+    """One HOB-SVM fit: ``positive``, ``where`` ``[n]`` bool, ``J []``, the graph layout."""
+
+    positive: jax.Array
+    where: jax.Array
+    J: jax.Array
+    layout: Any
+
+
+class HOAPProblem(NamedTuple):
+    """One convex step (17) of HOAP-SVM.
+
+    Attributes:
+        positive, where: ``[n]`` bool.
+        layout: :class:`jaxrank.graph.GraphLayout`.
+        ybar: the labelings of Proposition 4 at ``w_t``, in the layout of
+            :class:`jaxrank.graph.Marginals` ``flips`` (one ``[Q, K, K]`` int8
+            per enumeration bucket, then ``[nL, nL]``): row ``k`` is the
+            labeling of node ``k``'s component that attains its max-marginal
+            at its true label.
+    """
+
+    positive: jax.Array
+    where: jax.Array
+    layout: Any
+    ybar: Any
+
+
+def _masked(S, layout, where):
+    """Unary and pairwise scores of the samples in ``where`` (others isolated, zero)."""
+    unary, pair = S
+    unary = jnp.where(where[:, None], unary, 0)
+    if layout.m:
+        ew = where[layout.edges[:, 0]] & where[layout.edges[:, 1]]
+        pair = jnp.where(ew, jnp.minimum(pair, 0), 0)
+    return unary, pair
+
+
+def _cut_edges(layout, y):
+    """``[m]`` bool: edges cut by the labeling ``y [n]``."""
+    if not layout.m:
+        return jnp.zeros((0,), bool)
+    return y[layout.edges[:, 0]] != y[layout.edges[:, 1]]
+
+
+def hob_loss_weights(positive, where, J):
+    """``[n]`` loss of flipping each sample under (7): ``J/Z`` (positives), ``1/Z`` (negatives)."""
+    dtype = jnp.result_type(J)
+    nP = jnp.sum(positive & where).astype(dtype)
+    nN = jnp.sum(~positive & where).astype(dtype)
+    Z = jnp.maximum(J * nP + nN, 1e-30)
+    return jnp.where(where, jnp.where(positive, J, 1) / Z, 0).astype(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class HOBModel(Model):
+    """HOB-SVM (problem (8)) as a structured model (module docstring).
+
+    Problems are :class:`HOBProblem`. The oracle is one MAP of ``S + Delta``
+    (weighted 0-1 loss (7), unary) by :func:`jaxrank.graph.layout_map`.
+
+    Attributes:
+        graph_method: static graph-cut back-end for large components.
+    """
+
+    features: Any = HighOrderFeatures()
+    graph_method: str = "auto"
+
+    def oracle(self, S, problem) -> Violation:
+        """Most-violated labeling ``argmax_Y S(Y) + Delta(Y*, Y)`` (one cut)."""
+        lay = problem.layout
+        unary, pair = _masked(S, lay, problem.where)
+        pos = problem.positive
+        a = hob_loss_weights(pos, problem.where, problem.J.astype(unary.dtype))
+        aug = unary + jnp.stack([jnp.where(pos, a, 0), jnp.where(pos, 0, a)], axis=1)
+        y = G.layout_map(lay, aug, pair, method=self.graph_method) == 1
+        y = y & problem.where
+        star = pos & problem.where
+        loss = jnp.sum(jnp.where(y != star, a, 0))
+        du = (star.astype(unary.dtype) - y.astype(unary.dtype))
+        cu = jnp.stack([-du, du], axis=1)
+        cp = (_cut_edges(lay, star).astype(unary.dtype) - _cut_edges(lay, y).astype(unary.dtype))
+        if lay.m:
+            cp = jnp.where(problem.where[lay.edges[:, 0]] & problem.where[lay.edges[:, 1]], cp, 0)
+        # hinge = loss - <S, coef> over the samples whose label differs (exact zeros elsewhere).
+        hinge = loss - jnp.sum(unary * cu) - jnp.sum(pair * cp)
+        return Violation(loss=loss, coef=(cu, cp), aux=y, hinge=hinge)
+
+
+def _bucket_rows(layout):
+    """Per part of :class:`Marginals` layout: ``(nodes [Q, K], local edges [Q, E, 2],
+    edge ids [Q, E], same-component mask [Q, K, K] or None)``."""
+    out = []
+    for b in layout.buckets:
+        out.append((b.nodes, b.edges, b.edge_ids, None))
+    if layout.cut is not None:
+        c = layout.cut
+        le = jnp.stack([c.tails, c.heads], axis=1)
+        same = c.comp[:, None] == c.comp[None, :]
+        out.append((c.nodes[None], le[None], c.edge_ids[None], same[None]))
+    return out
+
+
+def truth_labelings(mg: G.Marginals, layout, positive):
+    """Rows of :class:`Marginals` ``flips`` at each node's true label (Proposition 4).
+
+    Returns one int8 array per part (``[Q, K, K]``, then ``[1, nL, nL]``): row
+    ``k`` = the maximising labeling of node ``k``'s component with ``y_k`` =
+    its true label (the MAP if it already has it, else the flipped labeling).
+    """
+    out = []
+    for (nodes, _, _, _), f, mp in zip(_bucket_rows(layout), mg.flips, mg.maps):
+        n = layout.n
+        if f.ndim == 2:  # cut part
+            f, mp = f[None], mp[None]
+        truth = jnp.concatenate([positive, jnp.zeros((1,), bool)])[jnp.minimum(nodes, n)]
+        keep = (mp == truth.astype(mp.dtype))[..., None]  # [Q, K, 1]
+        out.append(jnp.where(keep, mp[:, None, :], f).astype(jnp.int8))
+    return tuple(out)
+
+
+def wrong_labelings(mg: G.Marginals, layout, positive):
+    """As :func:`truth_labelings`, at the label opposite to the truth."""
+    out = []
+    for (nodes, _, _, _), f, mp in zip(_bucket_rows(layout), mg.flips, mg.maps):
+        n = layout.n
+        if f.ndim == 2:
+            f, mp = f[None], mp[None]
+        truth = jnp.concatenate([positive, jnp.zeros((1,), bool)])[jnp.minimum(nodes, n)]
+        keep = (mp != truth.astype(mp.dtype))[..., None]
+        out.append(jnp.where(keep, mp[:, None, :], f).astype(jnp.int8))
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class HOAPModel(Model):
+    """The convex problem (17) of HOAP-SVM as a structured model (module docstring).
+
+    Problems are :class:`HOAPProblem` (with the labelings ``ybar`` of
+    Proposition 4). The oracle computes the max-marginals at the current
+    ``w`` at each sample's wrong label and their labelings
+    (:func:`jaxrank.graph.layout_max_marginals`), the scores ``sbar`` of
+    Proposition 5 and the exact AP most-violated ranking of ``sbar``
+    (:func:`jaxrank.inference.ap_oracle`); the plane is ``sum_i c_i D_i``
+    with ``sbar_i = <S, D_i>``.
+
+    Attributes:
+        kp: static bound on the positives of a ranking.
+        method: static AP inference method.
+        graph_method: static graph-cut back-end for large components.
+    """
+
+    features: Any = HighOrderFeatures()
+    kp: int = 1
+    method: str = "select"
+    graph_method: str = "auto"
+
+    def oracle(self, S, problem) -> Violation:
+        lay = problem.layout
+        unary, pair = _masked(S, lay, problem.where)
+        mg = G.layout_max_marginals(lay, unary, pair, method=self.graph_method, flips=True)
+        wrong = wrong_labelings(mg, lay, problem.positive)
+        n = lay.n
+        du = jnp.concatenate([unary[:, 1] - unary[:, 0], jnp.zeros((1,), unary.dtype)])
+        pp = jnp.concatenate([pair, jnp.zeros((1,), unary.dtype)])
+        sign_all = jnp.where(problem.positive, 1, -1).astype(unary.dtype)
+        sbar = jnp.zeros((n,), unary.dtype)
+        parts = []
+        for (nodes, le, eids, same), yb, yw in zip(_bucket_rows(lay), problem.ybar, wrong):
+            diff = yb.astype(unary.dtype) - yw.astype(unary.dtype)  # [Q, K, K]
+            if same is not None:
+                diff = jnp.where(same, diff, 0)
+            P = pp[eids]  # [Q, E]
+            ga = jax.vmap(lambda y, e: y[:, e[:, 0]] != y[:, e[:, 1]])
+            cb = ga(yb, le).astype(unary.dtype)  # [Q, K, E]
+            cw = ga(yw, le).astype(unary.dtype)
+            dcut = cb - cw
+            if same is not None:
+                ecomp = jax.vmap(lambda s, e: s[:, e[:, 0]])(same, le)  # [Q, K, E]
+                dcut = jnp.where(ecomp, dcut, 0)
+            val = jnp.einsum("qkj,qj->qk", diff, du[nodes]) + jnp.einsum("qke,qe->qk", dcut, P)
+            sgn = jnp.concatenate([sign_all, jnp.zeros((1,), unary.dtype)])[nodes]
+            sbar = sbar.at[nodes.reshape(-1)].set((sgn * val).reshape(-1), mode="drop")
+            parts.append((nodes, eids, diff, dcut, sgn))
+        r = ap_oracle(sbar, problem.positive, problem.where, kp=self.kp, method=self.method)
+        cpad = jnp.concatenate([r.coef, jnp.zeros((1,), unary.dtype)])
+        cu1 = jnp.zeros((n + 1,), unary.dtype)
+        cp = jnp.zeros((lay.m + 1,), unary.dtype)
+        for nodes, eids, diff, dcut, sgn in parts:
+            a = cpad[nodes] * sgn  # [Q, K] weight of each row
+            cu1 = cu1.at[nodes.reshape(-1)].add(jnp.einsum("qk,qkj->qj", a, diff).reshape(-1))
+            cp = cp.at[eids.reshape(-1)].add(jnp.einsum("qk,qke->qe", a, dcut).reshape(-1))
+        cu1 = jnp.where(problem.where, cu1[:n], 0)
+        cu = jnp.stack([-cu1, cu1], axis=1)
+        cp = cp[:lay.m]
+        if lay.m:
+            cp = jnp.where(problem.where[lay.edges[:, 0]] & problem.where[lay.edges[:, 1]], cp, 0)
+        return Violation(loss=r.loss, coef=(cu, cp), aux=r.aux, hinge=r.hinge)
+
+
+# ---------------------------------------------------------------------------
+# Jitted helpers of the estimators.
+# ---------------------------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnames=("features", "graph_method"))
+def _linearise(W, data, positive, where, *, features, graph_method):
+    """Labelings ``Ybar`` of Proposition 4 at ``W [M, dim]`` (one problem each)."""
+
+    def one(w, pos, wh):
+        unary, pair = _masked(features(w, data), data.layout, wh)
+        mg = G.layout_max_marginals(data.layout, unary, pair, method=graph_method, flips=True)
+        return truth_labelings(mg, data.layout, pos)
+
+    return jax.vmap(one)(W, positive, where)
+
+
+@functools.partial(jax.jit, static_argnames=("features", "graph_method"))
+def _mm_scores(W, data, where, *, features, graph_method):
+    """``[M, n]`` max-marginal differences ``s_i(w)`` (eq. (11)) for ``W [M, dim]``."""
+
+    def one(w, wh):
+        unary, pair = _masked(features(w, data), data.layout, wh)
+        mg = G.layout_max_marginals(data.layout, unary, pair, method=graph_method)
+        return mg.scores()
+
+    return jax.vmap(one)(W, where)
+
+
+@functools.partial(jax.jit, static_argnames=("features", "graph_method", "kp", "method"))
+def _hoap_objective(W, C, data, positive, where, *, features, graph_method, kp, method):
+    """``[M]`` objective (16) ``1/2||w||^2 + C max_R [Delta + S(R) - S(R*)]`` at ``W``."""
+
+    def one(w, c, pos, wh):
+        unary, pair = _masked(features(w, data), data.layout, wh)
+        s = G.layout_max_marginals(data.layout, unary, pair, method=graph_method).scores()
+        r = ap_oracle(s, pos, wh, kp=kp, method=method)
+        return 0.5 * jnp.dot(w, w) + c * jnp.maximum(r.hinge, 0)
+
+    return jax.vmap(one)(W, C, positive, where)
+
+
+# ---------------------------------------------------------------------------
+# Estimators.
+# ---------------------------------------------------------------------------
+
+
+class _HighOrderSVM(StructuredSVM):
+    """What HOB-SVM and HOAP-SVM share: edges, data, fitted attributes, scores."""
+
+    _parameter_constraints = {
+        **StructuredSVM._parameter_constraints,
+        "eta": [Interval(Real, 0, None, closed="left")],
+        "fit_intercept": ["boolean"],
+        "max_enum": [Interval(Integral, 1, G.MAX_ENUM, closed="both")],
+        "graph_method": [StrOptions(set(GRAPH_METHODS))],
+    }
+    _needs_edges = True
+    _persist = ("pairwise_coef_", "pairwise_intercept_")
+
+    # -- checks and data ------------------------------------------------------
+
+    def _check_params(self):
+        if isinstance(self.eta, Real) and not isinstance(self.eta, bool) and self.eta < 0:
+            raise ValueError(f"eta must be >= 0 (the weight of the pairwise part); got "
+                             f"{self.eta!r}.")
+        super()._check_params()
+        if not np.isfinite(np.float32(self.eta)):
+            raise ValueError(f"eta must be finite in float32; got {self.eta!r}.")
+
+    def _features(self):
+        return HighOrderFeatures(eta=float(self.eta), intercept=bool(self.fit_intercept))
+
+    def _graph_data(self, X, edges, n):
+        """``GraphData`` from validated ``X`` and raw ``edges`` (no edges when ``eta = 0``)."""
+        e = G.check_edges(edges, n)
+        if float(self.eta) == 0:
+            e = e[:0]
+        lay = G.graph_layout(n, e, max_enum=int(self.max_enum), method=self.graph_method)
+        Gd = pairwise_design(X, np.asarray(lay.edges), dtype=np.float32)
+        return GraphData(design(X), Gd, lay)
+
+    def _prepare(self, X, y, groups, reset=True, edges=None):
+        if groups is not None:
+            raise ValueError(f"{type(self).__name__} does not take groups.")
+        if edges is None:
+            raise TypeError(f"{type(self).__name__}.fit needs edges=[m, 2] (pairs of similar "
+                            "samples); jaxrank.sweep does not pass edges.")
+        X, Y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
+                             multi_output=True, reset=reset, y_numeric=False)
+        positive, classes, multi = labels_to_tasks(Y)
+        return self._graph_data(X, edges, X.shape[0]), positive, classes, multi, None
+
+    def _width(self, data):
+        return data.X.shape[1] + int(bool(self.fit_intercept))
+
+    def _cut_method(self):
+        return "auto" if self.graph_method in ("auto", "enumerate") else self.graph_method
+
+    # -- fit ------------------------------------------------------------------
+
+    def fit(self, X, y, *, edges):
+        """Fit on samples ``X`` with the pairs of similar samples ``edges``.
+
+        Args:
+            X: ``[n, d]`` dense array or ``scipy.sparse`` matrix (kept sparse).
+            y: ``[n]`` labels with two values (the larger is positive) or
+                ``[n, T]`` binary task columns (one model per column).
+            edges: ``[m, 2]`` integer sample indices (module docstring:
+                undirected, repeats merged).
+
+        Returns:
+            self
+
+        Raises:
+            ValueError: bad hyperparameters (``eta < 0``, ``C <= 0``, ...),
+                bad ``X``/``y`` (as :meth:`jaxrank.StructuredSVM.fit`), edges
+                naming a missing sample, self-loops, edges not ``[m, 2]``.
+            TypeError: missing ``edges``, non-integer edges.
+        """
+        self._check_params()
+        t0 = time.perf_counter()
+        data, positive, classes, multi, _ = self._prepare(X, y, None, edges=edges)
+        where = np.ones(positive.shape, bool)
+        problems, static = self._problems(data, positive, where, None)
+        model = self._model(static)
+        T = positive.shape[0]
+        if self.verbose:
+            print(f"{type(self).__name__}: n={data.shape[0]} d={data.shape[1]} "
+                  f"edges={data.layout.m} tasks={T} {data.layout} C={self.C} eta={self.eta}",
+                  flush=True)
+        C = jnp.full((T,), self.C, jnp.float32)
+        res, extras = self._train(model, data, problems, C, single=(T == 1))
+        res = jax.tree_util.tree_map(np.asarray, res)
+        self._set_fitted(res, extras, classes, multi, data, positive)
+        self.fit_time_ = time.perf_counter() - t0
+        warn_unconverged(self, res)
+        return self
+
+    def _set_fitted(self, res, extras, classes, multi, data, positive, where=None):
+        W = np.asarray(res.w, np.float32)
+        d = data.shape[1]
+        feats = self._features()
+        k = d + int(feats.intercept)
+        wp, wn, w2 = W[:, :k], W[:, k:2 * k], W[:, 2 * k:3 * k]
+        v = wp - wn
+        self.coef_ = v[:, :d].copy()
+        self.intercept_ = (v[:, d] if feats.intercept else np.zeros(W.shape[0])).astype(
+            np.float32)
+        self.pairwise_coef_ = (feats.eta * w2[:, :d]).astype(np.float32)
+        self.pairwise_intercept_ = (feats.eta * w2[:, d] if feats.intercept
+                                    else np.zeros(W.shape[0])).astype(np.float32)
+        self.classes_ = classes
+        self.multi_output_ = bool(multi)
+        self.n_features_in_ = d
+
+        def pick(a, cast=float):
+            a = np.asarray(a)
+            return a.copy() if multi else cast(a[0])
+
+        self.n_iter_ = pick(res.num_steps, int)
+        self.objective_ = pick(res.objective)
+        self.dual_objective_ = pick(res.dual)
+        self.converged_ = pick(res.converged, bool)
+        self._fitted_extras(extras, pick)
+        return self
+
+    def _scores(self, W, data):
+        raise TypeError(f"{type(self).__name__} needs edges: jaxrank.sweep does not support it.")
+
+    # -- prediction -------------------------------------------------------------
+
+    def _weights_as_w(self):
+        """``[T, 3 d']`` weights whose max-marginal differences equal the fitted model's."""
+        feats = self._features()
+        T, d = self.coef_.shape
+        k = d + int(feats.intercept)
+        W = np.zeros((T, 3 * k), np.float32)
+        W[:, :d] = self.coef_
+        W[:, 2 * k:2 * k + d] = self.pairwise_coef_
+        if feats.intercept:
+            W[:, d] = self.intercept_
+            W[:, 2 * k + d] = self.pairwise_intercept_
+        return W, HighOrderFeatures(eta=1.0, intercept=feats.intercept)
+
+    def decision_function(self, X, *, edges):
+        """Max-marginal differences ``s_i = m_i^+ - m_i^-`` (eq. (11)); higher ranks first.
+
+        Args:
+            X: ``[n, d]`` samples (dense or ``scipy.sparse``).
+            edges: ``[m, 2]`` pairs of similar samples among them.
+
+        Returns:
+            ``[n]`` float32 (``[n, T]`` for a model fitted on a 2-D ``y``).
+            Without intercept-free ties, ``s_i > 0`` iff the MAP labeling puts
+            ``x_i`` in the positive class.
+
+        Raises:
+            NotFittedError: before ``fit``.
+            ValueError: bad ``X`` or ``edges`` (as in :meth:`fit`).
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+        data = self._graph_data(X, edges, X.shape[0])
+        W, feats = self._weights_as_w()
+        where = np.ones((W.shape[0], X.shape[0]), bool)
+        s = np.asarray(_mm_scores(jnp.asarray(W), data, jnp.asarray(where), features=feats,
+                                  graph_method=self._cut_method())).T
+        return s if self.multi_output_ else s[:, 0]
+
+    def predict(self, X, *, edges):
+        """``classes_[1]`` where :meth:`decision_function` ``> 0`` (the MAP labeling)."""
+        return self.classes_[(self.decision_function(X, edges=edges) > 0).astype(int)]
+
+    def score(self, X, y, sample_weight=None, *, edges):
+        """Average precision of :meth:`decision_function` (mean over task columns)."""
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported by the AP score.")
+        check_is_fitted(self)
+        Y = np.asarray(y)
+        Y2 = Y[:, None] if Y.ndim == 1 else Y
+        unknown = np.setdiff1d(np.unique(Y2), self.classes_)
+        if unknown.size:
+            raise ValueError(f"y has labels {unknown.tolist()[:6]} that are not among the "
+                             f"model's classes_ {self.classes_.tolist()}.")
+        s = np.asarray(self.decision_function(X, edges=edges), np.float32)
+        s = s[:, None] if s.ndim == 1 else s
+        return float(np.mean([average_precision(s[:, t], Y2[:, t] == self.classes_[1])
+                              for t in range(Y2.shape[1])]))
+
+
+class HOBSVM(_HighOrderSVM):
+    r"""High-order binary SVM (Dokania et al., ECCV 2014, §3, problem (8)).
+
+    Minimises, with ``w2 <= 0`` (kept by the solver)::
+
+        1/2 ||w||^2 + C max_Y [Delta(Y*, Y) - w . (Psi(X, Y*) - Psi(X, Y))]
+
+    with the unary and pairwise joint feature vector (4)-(5) (module
+    :mod:`jaxrank._src.high_order` docstring) and the weighted 0-1 loss (7).
+    Loss-augmented inference is one MAP (enumeration of small components,
+    one graph cut for the large ones, :mod:`jaxrank.graph`); samples are
+    ranked by the difference of their max-marginals (eq. (11)).
+
+    With ``eta = 0`` it is a binary SVM with positive weight ``J`` on the
+    rows ``psi(x_k) / a_k`` (module docstring), the paper's "SVM" baseline.
+
+    Args:
+        C: trade-off ``> 0``. The joint feature vector sums over samples, so the
+            useful ``C`` is small: with ``eta = 0`` and ``J = |N|/|P|`` this is a
+            binary SVM on unit-scale rows with ``C_svm ~ 4 C |P|^2 / |N|``
+            (module docstring), e.g. ``C ~ 0.003``-``0.3`` on Cora's classes.
+        eta: weight ``>= 0`` of the pairwise part (5); ``0`` ignores the edges.
+        J: weight of a missed positive relative to a false positive in (7);
+            ``None`` (default): ``|N| / |P|`` of each task.
+        fit_intercept: add the constant feature to ``psi`` (unary offset and a
+            uniform pairwise strength).
+        max_enum: components of at most this many samples are solved by
+            enumeration (``1..16``), larger ones by graph cuts.
+        graph_method: ``"auto"`` (C graph cuts for large components),
+            ``"enumerate"``, ``"bk"``, ``"python"``, ``"ortools"`` or
+            ``"pymaxflow"`` (:func:`jaxrank.graph.max_marginals`).
+        max_iter: maximum solver iterations.
+        tol: relative duality gap at which to stop.
+        verbose: print progress.
+
+    Attributes:
+        coef_: ``[1, n_features]`` unary ranking direction ``w+ - w-`` (``[T,
+            n_features]`` for a 2-D ``y``).
+        intercept_: ``[1]`` unary offset (``[T]``).
+        pairwise_coef_: ``[1, n_features]`` ``eta w2 <= 0``: the weight of an
+            edge is ``pairwise_intercept_ + pairwise_coef_ . Phi(x_i, x_j)``.
+        pairwise_intercept_: ``[1]`` (``eta`` times the constant feature's
+            ``w2``; 0 without ``fit_intercept``).
+        classes_, n_iter_, objective_, dual_objective_, converged_: as
+            :class:`jaxrank.APSVM`.
+
+    Raises:
+        ValueError: in ``fit``: ``eta < 0``, ``C <= 0``, ``J <= 0``, bad
+            inputs or edges (:meth:`fit`).
+
+    References:
+        Dokania, Behl, Jawahar, Kumar, "Learning to rank using high-order
+        information", ECCV 2014, eqs. (4)-(11).
+    """
+
+    _parameter_constraints = {
+        **_HighOrderSVM._parameter_constraints,
+        "J": [None, Interval(Real, 0, None, closed="neither")],
+    }
+    _default_Cs = (0.001, 0.01, 0.1, 1.0)
+
+    def __init__(self, C=1.0, *, eta=1.0, J=None, fit_intercept=True, max_enum=12,
+                 graph_method="auto", max_iter=1000, tol=1e-4, verbose=False):
+        self.C = C
+        self.eta = eta
+        self.J = J
+        self.fit_intercept = fit_intercept
+        self.max_enum = max_enum
+        self.graph_method = graph_method
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+
+    def _check_params(self):
+        super()._check_params()
+        if self.J is not None:
+            check_positive_float32(self.J, "J")
+
+    def _problems(self, data, positive, where, groups):
+        M = positive.shape[0]
+        if self.J is None:
+            nP = np.sum(positive & where, axis=1)
+            nN = np.sum(~positive & where, axis=1)
+            J = nN / np.maximum(nP, 1)
+        else:
+            J = np.full(M, float(self.J))
+        lay = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (M,) + a.shape),
+                                     data.layout)
+        return HOBProblem(jnp.asarray(positive), jnp.asarray(where),
+                          jnp.asarray(J, jnp.float32), lay), {"width": self._width(data)}
+
+    def _model(self, static):
+        feats = self._features()
+        return HOBModel(features=feats, graph_method=self._cut_method(),
+                        nonpositive=_w2_block(feats, static))
+
+    def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
+               progress=None):
+        return _run_fits(self, model, data, problems, C, single=single, batch_size=batch_size,
+                         progress=progress)
+
+
+def _w2_block(feats, static):
+    """``nonpositive = (2 d', 3 d')``: the solver keeps ``w2 <= 0`` (none when ``eta = 0``)."""
+    if feats.eta == 0:
+        return None
+    k = int(static["width"])
+    return (2 * k, 3 * k)
+
+
+def _run_fits(est, model, data, problems, C, *, single, batch_size=None, progress=None):
+    """``M`` solver fits (one jitted call): ``fit_one`` or the work queue on one device.
+
+    Graph cuts run on the host through ``pure_callback``; the fits of a batch
+    share one device (the callbacks run one after the other anyway).
+    """
+    tol = jnp.float32(est.tol)
+    if single:
+        one = jax.tree_util.tree_map(lambda a: a[0], problems)
+        res = fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(est.max_iter),
+                      callback=_print_progress if est.verbose else None)
+        return jax.tree_util.tree_map(lambda a: a[None], res), {}
+    devices = resolve_devices(1)
+    bs = choose_batch_size(batch_size, C.shape[0], model.dim(data), 1, model.cache)
+    res = fit_batch(model, data, problems, C, tol=tol, max_iter=int(est.max_iter),
+                    batch_size=bs, devices=devices,
+                    callback=report_progress if progress else None)
+    return res, {}
+
+
+class HOAPSVM(_HighOrderSVM):
+    r"""High-order AP-SVM (Dokania et al., ECCV 2014, §4, problem (14), Algorithm 1).
+
+    The score of a ranking is (12) with the max-marginal differences
+    ``s_i(w)`` of (11); the AP loss is upper-bounded by the difference of
+    convex functions (16), minimised by CCCP (module docstring): from ``w_0``
+    (``init``), repeat: labelings of Proposition 4 at ``w_t``, then the convex
+    problem (17) by :func:`jaxrank.solvers.fit` with :class:`HOAPModel`
+    (exact AP inference on the scores of Proposition 5), until the objective
+    (16) decreases by less than ``cccp_tol`` (relative) or ``cccp_max_iter``
+    steps. ``w2 <= 0`` throughout.
+
+    With ``eta = 0`` it is AP-SVM with ``2 C`` (module docstring), the paper's
+    "AP-SVM" baseline.
+
+    Args:
+        C: trade-off ``> 0`` of (14) (AP loss in ``[0, 1]``; with ``eta = 0``
+            it is :class:`jaxrank.APSVM` with ``2 C``, so typical ``5``-``5000``).
+        eta: weight ``>= 0`` of the pairwise part.
+        init: ``"hobsvm"`` (default, as in the paper: ``w_0`` is HOB-SVM with
+            the same ``C`` and ``eta``) or ``"zero"``.
+        fit_intercept, max_enum, graph_method: as :class:`HOBSVM`.
+        inference: AP inference method (``"select"``, ``"search"``,
+            ``"greedy"``; all exact).
+        cccp_max_iter: maximum CCCP steps (``>= 1``).
+        cccp_tol: relative decrease of (16) below which CCCP stops.
+        max_iter: maximum solver iterations per convex problem (and of the
+            HOB-SVM initialisation).
+        tol: relative duality gap of every convex problem.
+        verbose: print progress.
+
+    Attributes:
+        coef_, intercept_, pairwise_coef_, pairwise_intercept_, classes_: as
+            :class:`HOBSVM`.
+        cccp_objectives_: objective (16) at ``w_0, w_1, ...`` (``[K]``; ``[T,
+            K]`` for a 2-D ``y``, each row padded with its last value).
+        n_cccp_iter_: CCCP steps made (int; ``[T]``).
+        cccp_gaps_: certified duality gap (objective - dual) of each convex
+            step: ``cccp_objectives_[t + 1] <= cccp_objectives_[t] +
+            cccp_gaps_[t]`` (CCCP descent up to the inexact solves).
+        objective_, dual_objective_, n_iter_, converged_: of the last convex
+            problem (17).
+
+    Raises:
+        ValueError: in ``fit``: ``eta < 0``, ``C <= 0``, bad inputs or edges.
+
+    References:
+        Dokania et al., ECCV 2014, eqs. (12)-(17), Algorithm 1, Propositions
+        4-5, Appendix A; Yuille & Rangarajan 2003 (CCCP); Mohapatra et al.,
+        NIPS 2014 (AP inference).
+    """
+
+    _parameter_constraints = {
+        **_HighOrderSVM._parameter_constraints,
+        "init": [StrOptions({"hobsvm", "zero"})],
+        "inference": [StrOptions(set(AP_METHODS))],
+        "cccp_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "cccp_tol": [Interval(Real, 0, None, closed="left")],
+    }
+    _default_Cs = (5.0, 50.0, 500.0, 5000.0)
+    _persist = _HighOrderSVM._persist + ("cccp_objectives_", "cccp_gaps_", "n_cccp_iter_")
+
+    def __init__(self, C=1.0, *, eta=1.0, init="hobsvm", fit_intercept=True, max_enum=12,
+                 graph_method="auto", inference="select", cccp_max_iter=10, cccp_tol=1e-3,
+                 max_iter=1000, tol=1e-4, verbose=False):
+        self.C = C
+        self.eta = eta
+        self.init = init
+        self.fit_intercept = fit_intercept
+        self.max_enum = max_enum
+        self.graph_method = graph_method
+        self.inference = inference
+        self.cccp_max_iter = cccp_max_iter
+        self.cccp_tol = cccp_tol
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+
+    def _problems(self, data, positive, where, groups):
+        M = positive.shape[0]
+        lay = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (M,) + a.shape),
+                                     data.layout)
+        kp = max(int(np.max(np.sum(positive & where, axis=-1))), 1)
+        return HOAPProblem(jnp.asarray(positive), jnp.asarray(where), lay, None), {
+            "kp": kp, "width": self._width(data)}
+
+    def _model(self, static):
+        feats = self._features()
+        return HOAPModel(features=feats, kp=int(static["kp"]), method=self.inference,
+                         graph_method=self._cut_method(), nonpositive=_w2_block(feats, static))
+
+    def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
+               progress=None):
+        feats = model.features
+        M = C.shape[0]
+        pos, where = problems.positive, problems.where
+        gm = model.graph_method
+        if self.init == "hobsvm":
+            hob = HOBSVM(C=self.C, eta=self.eta, fit_intercept=self.fit_intercept,
+                         max_enum=self.max_enum, graph_method=self.graph_method,
+                         max_iter=self.max_iter, tol=self.tol)
+            hprobs, hstatic = hob._problems(data, np.asarray(pos), np.asarray(where), None)
+            hmodel = hob._model(hstatic)
+            r0, _ = _run_fits(hob, hmodel, data, hprobs, C, single=single,
+                              batch_size=batch_size)
+            W = r0.w
+        else:
+            W = jnp.zeros((M, feats.dim(data)), jnp.float32)
+        objective = functools.partial(_hoap_objective, data=data, positive=pos, where=where,
+                                      features=feats, graph_method=gm, kp=model.kp,
+                                      method=model.method)
+        F = np.asarray(objective(W, C), np.float64)
+        history = [F]
+        step_gaps = []
+        active = np.ones(M, bool)
+        n_steps = np.zeros(M, int)
+        W_out = np.asarray(W).copy()
+        last = None
+        for t in range(int(self.cccp_max_iter)):
+            ybar = _linearise(W, data, pos, where, features=feats, graph_method=gm)
+            probs = problems._replace(ybar=ybar)
+            res, _ = _run_fits(self, model, data, probs, C, single=single,
+                               batch_size=batch_size, progress=progress)
+            W_new = res.w
+            F_new = np.asarray(objective(W_new, C), np.float64)
+            res_np = jax.tree_util.tree_map(np.asarray, res)
+            if last is None:
+                last = res_np
+            else:
+                keep = active.copy()
+                last = jax.tree_util.tree_map(
+                    lambda a, b, k=keep: np.where(k.reshape((M,) + (1,) * (a.ndim - 1)), b, a),
+                    last, res_np)
+            W_out[active] = np.asarray(W_new)[active]
+            n_steps[active] += 1
+            F_rec = np.where(active, F_new, history[-1])
+            history.append(F_rec)
+            step_gaps.append(np.where(active, np.asarray(res_np.objective, np.float64)
+                                      - np.asarray(res_np.dual, np.float64), 0.0))
+            done = (history[-2] - F_new) <= float(self.cccp_tol) * np.abs(history[-2])
+            if self.verbose:
+                print(f"HOAPSVM: CCCP step {t + 1}: objective (16) {F_rec.tolist()}", flush=True)
+            active &= ~done
+            W = W_new
+            if not active.any():
+                break
+        hist = np.stack(history, axis=1)  # [M, K]
+        extras = {"cccp_objectives_": hist, "n_cccp_iter_": n_steps,
+                  "cccp_gaps_": np.stack(step_gaps, axis=1)}
+        result = last._replace(w=W_out)
+        return result, extras
+
+    def _fitted_extras(self, extras, pick):
+        hist = np.asarray(extras["cccp_objectives_"])
+        steps = np.asarray(extras["n_cccp_iter_"])
+        gaps = np.asarray(extras["cccp_gaps_"])
+        if hist.shape[0] == 1:
+            self.cccp_objectives_ = hist[0, :int(steps[0]) + 1].copy()
+            self.cccp_gaps_ = gaps[0, :int(steps[0])].copy()
+        else:
+            self.cccp_objectives_ = hist.copy()
+            self.cccp_gaps_ = gaps.copy()
+        self.n_cccp_iter_ = pick(steps, int)
+
+
+__all__ = [
+    "GraphData",
+    "HOAPModel",
+    "HOAPProblem",
+    "HOAPSVM",
+    "HOBModel",
+    "HOBProblem",
+    "HOBSVM",
+    "HighOrderFeatures",
+    "pairwise_design",
+]

@@ -1,0 +1,293 @@
+"""HOB-SVM and HOAP-SVM (Dokania et al., ECCV 2014) against literal references."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxrank
+from jaxrank.inference import ap_most_violated
+from jaxrank.models import (
+    GraphData,
+    HighOrderFeatures,
+    HOAPModel,
+    HOAPProblem,
+    HOBModel,
+    HOBProblem,
+    design,
+    pairwise_design,
+)
+from jaxrank.graph import graph_layout
+
+
+def toy(n=36, d=4, seed=0):
+    """Samples in small 'images' (cliques) whose members tend to share the label."""
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, n // 3, n)
+    yg = rng.random(n // 3) < 0.35
+    y = (yg[g] ^ (rng.random(n) < 0.1)).astype(int)
+    X = rng.normal(size=(n, d)) + 0.9 * y[:, None] * np.linspace(1, 0, d)
+    e = np.array([(i, j) for i in range(n) for j in range(i + 1, n) if g[i] == g[j]])
+    return X.astype(np.float32), y, e
+
+
+@pytest.fixture(scope="module")
+def data():
+    return toy()
+
+
+# ---------------------------------------------------------------------------
+# Oracles against brute force (one connected graph of 8 samples).
+# ---------------------------------------------------------------------------
+
+N8 = 8
+
+
+def graph8(seed=1, max_enum=12):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N8, 3)).astype(np.float32)
+    ring = np.array([(i, (i + 1) % N8) for i in range(N8)] + [(0, 4), (1, 6)])
+    y = np.array([1, 1, 0, 0, 1, 0, 0, 0], bool)
+    lay = graph_layout(N8, ring, max_enum=max_enum)
+    gd = GraphData(design(X), pairwise_design(X, np.asarray(lay.edges)), lay)
+    return gd, y, lay
+
+
+ALL_Y = np.array(list(itertools.product([0, 1], repeat=N8)))
+
+
+def scores_of_all(S, lay):
+    """S(Y) of every labeling, float64."""
+    unary, pair = (np.asarray(a, np.float64) for a in S)
+    E = np.asarray(lay.edges)
+    return (np.where(ALL_Y == 1, unary[:, 1], unary[:, 0]).sum(1)
+            + ((ALL_Y[:, E[:, 0]] != ALL_Y[:, E[:, 1]]) * pair).sum(1))
+
+
+def random_w(feats, gd, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=feats.dim(gd)).astype(np.float32)
+    k = feats.width(gd)
+    w[2 * k:] = -np.abs(w[2 * k:])  # w2 <= 0
+    return jnp.asarray(w)
+
+
+def test_hob_oracle_is_the_exact_loss_augmented_maximum():
+    for max_enum in (12, 1):  # enumeration, then graph cuts
+        gd, y, lay = graph8(max_enum=max_enum)
+        feats = HighOrderFeatures(eta=0.7)
+        model = HOBModel(features=feats)
+        J = 2.0
+        prob = HOBProblem(jnp.asarray(y), jnp.ones(N8, bool), jnp.float32(J), lay)
+        a = np.where(y, J, 1.0) / (J * y.sum() + (~y).sum())
+        star = (ALL_Y == y.astype(int)).all(1)
+        oracle = jax.jit(model.oracle)
+        for seed in range(3):
+            S = feats(random_w(feats, gd, seed), gd)
+            v = oracle(S, prob)
+            total = scores_of_all(S, lay)
+            delta = ((ALL_Y != y.astype(int)) * a).sum(1)
+            slack = np.max(delta + total - total[star])
+            assert abs(float(v.hinge) - slack) < 1e-4
+            # hinge = loss - <S, coef> for the returned labeling
+            inner = sum(float(jnp.vdot(s, c)) for s, c in zip(S, v.coef))
+            assert abs(float(v.loss) - inner - float(v.hinge)) < 1e-4
+
+
+def literal_hoap_slack(S, St, y, lay):
+    """Proposition 5 literally: Ybar from St (w_t), max-marginals of S (w), AP inference."""
+    tot, tot_t = scores_of_all(S, lay), scores_of_all(St, lay)
+    sbar = np.zeros(N8)
+    ybar = np.zeros((N8, N8), np.int8)
+    for i in range(N8):
+        truth = int(y[i])
+        at = ALL_Y[:, i] == truth
+        yb = ALL_Y[at][np.argmax(tot_t[at])]  # Proposition 4 labeling at w_t
+        ybar[i] = yb
+        mbar = tot[(ALL_Y == yb).all(1)][0]  # w . Psi(Ybar) at w
+        wrong = tot[ALL_Y[:, i] != truth].max()  # max-marginal at the wrong label, at w
+        sbar[i] = (mbar - wrong) if truth else (wrong - mbar)
+    with jax.enable_x64(True):
+        r = ap_most_violated(jnp.asarray(sbar), jnp.asarray(y))
+    return float(r.hinge), ybar
+
+
+@pytest.mark.parametrize("max_enum", [12, 1])
+def test_hoap_oracle_matches_propositions_4_and_5(max_enum):
+    gd, y, lay = graph8(max_enum=max_enum)
+    feats = HighOrderFeatures(eta=0.5)
+    model = HOAPModel(features=feats, kp=int(y.sum()))
+    St = feats(random_w(feats, gd, 10), gd)
+    oracle = jax.jit(model.oracle)
+    for seed in range(2):
+        w = random_w(feats, gd, seed)
+        S = feats(w, gd)
+        ref, ybar = literal_hoap_slack(S, St, y, lay)
+        prob = HOAPProblem(jnp.asarray(y), jnp.ones(N8, bool), lay,
+                           (jnp.asarray(ybar)[None],))
+        v = oracle(S, prob)
+        assert abs(float(v.hinge) - ref) < 1e-4
+        # The plane is a subgradient of the (convex) slack: at any w', the slack is
+        # at least the plane's value there.
+        for s2 in range(3):
+            S2 = feats(random_w(feats, gd, 100 + s2), gd)
+            lin = float(v.loss) - sum(float(jnp.vdot(a, c)) for a, c in zip(S2, v.coef))
+            assert float(oracle(S2, prob).hinge) >= lin - 1e-4
+
+
+# ---------------------------------------------------------------------------
+# eta = 0: the paper's baselines.
+# ---------------------------------------------------------------------------
+
+
+def test_hob_with_eta_zero_is_the_weighted_binary_svm(data):
+    X, y, e = data
+    C = 0.05
+    h = jaxrank.HOBSVM(C=C, eta=0.0, fit_intercept=False, tol=1e-5, max_iter=4000).fit(
+        X, y, edges=e)
+    P, N = y.sum(), (1 - y).sum()
+    J, Z = N / P, 2.0 * N
+    a = np.where(y == 1, J / Z, 1 / Z)  # margins of (7)
+    b = jaxrank.BinarySVM(C=2 * C / Z, pos_weight=J, fit_intercept=False, tol=1e-6,
+                          max_iter=20000).fit(X / a[:, None], y)
+    gap_h = h.objective_ - h.dual_objective_
+    gap_b = b.objective_ - b.dual_objective_
+    # Same optimum: HOB = BinarySVM / 2, each certified within its gap.
+    assert abs(h.objective_ - b.objective_ / 2) <= gap_h + gap_b / 2 + 1e-5 * h.objective_
+    # Strong convexity: ||v - v*|| <= 2 sqrt(gap_h) (HOB, 1/4||v||^2) and
+    # ||w - w*|| <= sqrt(2 gap_b) (BinarySVM).
+    bound = 2 * np.sqrt(gap_h) + np.sqrt(2 * gap_b) + 1e-5
+    assert np.linalg.norm(h.coef_[0] - b.coef_[0]) <= bound
+    assert bound < 0.2 * np.linalg.norm(b.coef_[0])  # the check is not vacuous
+
+
+def test_hoap_with_eta_zero_is_apsvm_with_twice_c(data):
+    X, y, e = data
+    C = 5.0
+    h = jaxrank.HOAPSVM(C=C, eta=0.0, init="zero", tol=1e-4, max_iter=2000,
+                        cccp_max_iter=1).fit(X, y, edges=e)
+    ap = jaxrank.APSVM(C=2 * C, tol=1e-6, max_iter=5000).fit(X, y)
+    # eta = 0: isolated samples, so the linearisation is exact: the objective (16) at the
+    # new weights is the convex step's objective, AP-SVM(2C) in v = w+ - w- (halved).
+    assert abs(h.cccp_objectives_[1] - h.objective_) <= 1e-5 * h.objective_
+    gap_h = h.objective_ - h.dual_objective_
+    gap_a = ap.objective_ - ap.dual_objective_
+    assert abs(h.objective_ - ap.objective_ / 2) <= gap_h + gap_a / 2 + 1e-5 * h.objective_
+    bound = 2 * np.sqrt(gap_h) + np.sqrt(2 * gap_a) + 1e-5
+    assert np.linalg.norm(h.coef_[0] - ap.coef_[0]) <= bound
+    assert bound < 0.2 * np.linalg.norm(ap.coef_[0])
+    assert abs(h.intercept_[0]) < 1e-3  # AP is shift invariant: the offset stays 0
+
+
+# ---------------------------------------------------------------------------
+# Training with the pairwise part.
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hoap(data):
+    X, y, e = data
+    return jaxrank.HOAPSVM(C=5.0, eta=0.5, cccp_max_iter=3, cccp_tol=0.0, max_iter=100,
+                           tol=1e-4).fit(X, y, edges=e)
+
+
+def test_cccp_objective_is_non_increasing(hoap):
+    h = hoap
+    F, gaps = h.cccp_objectives_, h.cccp_gaps_
+    assert len(F) == h.n_cccp_iter_ + 1 >= 3
+    for t in range(len(F) - 1):
+        assert F[t + 1] <= F[t] + gaps[t] + 1e-5 * F[t]
+    assert F[-1] < F[0]  # CCCP moved from the HOB-SVM initialisation
+    assert np.all(h.pairwise_coef_ <= 0) and np.all(h.pairwise_intercept_ <= 0)  # w2 <= 0
+
+
+def test_back_ends_agree_in_training(data):
+    # Enumeration (XLA, float32) and graph cuts (C, float64) give the same
+    # max-marginals up to rounding, so the fits reach the same optimum: their
+    # certified intervals [dual, objective] overlap.
+    X, y, e = data
+    kw = {"C": 0.05, "eta": 0.5, "max_iter": 150}
+    a = jaxrank.HOBSVM(graph_method="auto", **kw).fit(X, y, edges=e)  # enumeration here
+    b = jaxrank.HOBSVM(graph_method="bk", **kw).fit(X, y, edges=e)
+    assert max(a.dual_objective_, b.dual_objective_) <= min(a.objective_, b.objective_) + 1e-6
+    np.testing.assert_allclose(a.objective_, b.objective_, rtol=2e-3)
+
+
+def test_decision_function_is_the_max_marginal_difference(data, hoap):
+    X, y, e = data
+    h = hoap
+    s = h.decision_function(X, edges=e)
+    # Literal (11) from the fitted weights, each component by brute force.
+    unary = np.stack([np.zeros(len(y)), X @ h.coef_[0] + h.intercept_[0]], 1)
+    phi = np.exp(-(X[e[:, 0]] - X[e[:, 1]]) ** 2)
+    pair = h.pairwise_intercept_[0] + phi @ h.pairwise_coef_[0]
+    with jax.enable_x64(True):
+        mm = np.asarray(jaxrank.graph.max_marginals(unary, e, np.minimum(pair, 0),
+                                                    method="enumerate"))
+    np.testing.assert_allclose(s, mm[:, 1] - mm[:, 0], atol=1e-4)
+    assert h.score(X, y, edges=e) > 0.8
+    np.testing.assert_array_equal(h.predict(X, edges=e), (s > 0).astype(int))
+
+
+def test_hob_multi_task_equals_single_tasks(data):
+    X, y, e = data
+    Y = np.stack([y, 1 - y], 1)
+    kw = {"C": 0.05, "eta": 0.5, "max_iter": 150}
+    both = jaxrank.HOBSVM(**kw).fit(X, Y, edges=e)
+    one = jaxrank.HOBSVM(**kw).fit(X, 1 - y, edges=e)
+    assert both.coef_.shape == (2, X.shape[1])
+    # The batched fit of task 1 and the single fit solve the same problem: their
+    # certified intervals [dual, objective] overlap.
+    assert max(both.dual_objective_[1], one.dual_objective_) <= min(
+        both.objective_[1], one.objective_) + 1e-6
+    assert both.decision_function(X, edges=e).shape == (len(y), 2)
+
+
+# ---------------------------------------------------------------------------
+# Errors, persistence, command line.
+# ---------------------------------------------------------------------------
+
+
+def test_bad_inputs(data):
+    X, y, e = data
+    with pytest.raises(ValueError, match="eta must be >= 0"):
+        jaxrank.HOBSVM(eta=-1.0).fit(X, y, edges=e)
+    with pytest.raises(ValueError, match="names a node outside"):
+        jaxrank.HOBSVM().fit(X, y, edges=np.array([[0, len(y)]]))
+    with pytest.raises(ValueError, match="self-loop"):
+        jaxrank.HOAPSVM().fit(X, y, edges=np.array([[3, 3]]))
+    with pytest.raises(TypeError, match="edges"):
+        jaxrank.HOBSVM().fit(X, y)
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        jaxrank.HOBSVM().fit(Xn, y, edges=e)
+    with pytest.raises(ValueError, match="graph_method"):
+        jaxrank.HOBSVM(graph_method="magic").fit(X, y, edges=e)
+
+
+def test_save_load_and_command_line(data, hoap, tmp_path):
+    X, y, e = data
+    h = hoap
+    jaxrank.save(h, tmp_path / "m.npz")
+    back = jaxrank.load(tmp_path / "m.npz")
+    np.testing.assert_allclose(back.decision_function(X, edges=e),
+                               h.decision_function(X, edges=e), atol=1e-6)
+    np.testing.assert_allclose(back.cccp_objectives_, h.cccp_objectives_)
+    from sklearn.datasets import dump_svmlight_file
+
+    from jaxrank.cli import main
+
+    dump_svmlight_file(X, y, str(tmp_path / "train.svm"), zero_based=False)
+    np.savetxt(tmp_path / "edges.txt", e, fmt="%d")
+    assert main(["train", str(tmp_path / "train.svm"), str(tmp_path / "hob.npz"), "--model",
+                 "hob-svm", "--edges", str(tmp_path / "edges.txt"), "-c", "0.05", "--param",
+                 "eta=0.5", "--max-iter", "50", "--quiet"]) == 0
+    assert main(["predict", str(tmp_path / "hob.npz"), str(tmp_path / "train.svm"), "--edges",
+                 str(tmp_path / "edges.txt"), "-o", str(tmp_path / "s.txt")]) == 0
+    model = jaxrank.load(tmp_path / "hob.npz")
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "s.txt"),
+                               model.decision_function(X, edges=e), rtol=1e-5, atol=1e-6)
+    assert main(["evaluate", str(tmp_path / "hob.npz"), str(tmp_path / "train.svm")]) == 2

@@ -1,0 +1,85 @@
+"""Layers go strictly downward: kernels -> losses -> models -> solver -> estimators -> tools.
+
+Checked on the source: every ``import`` of a ``jaxrank._src`` module (also the
+lazy ones inside functions) must point to the same or a lower layer, the
+import graph must have no cycle, and the public modules only re-export.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+SRC = pathlib.Path(__file__).resolve().parents[1] / "jaxrank"
+
+# 0 types/validation, 1 kernels, 2 losses, 3 models, 4 solver, 5 estimators,
+# 6 tools on top of the estimators (registry, sweep, io, data, demo).
+LAYERS = {
+    "types": 0, "validation": 0,
+    "inference": 1, "metrics": 1,
+    "losses": 2,
+    "features": 3, "models": 3,
+    "solver": 4, "dcd": 4,
+    "base": 5, "apsvm": 5, "binary": 5, "aucsvm": 5, "appx": 5, "kernelrank": 5,
+    "latent": 5, "high_order": 5, "graph": 1,
+    "model_selection": 6, "registry": 6, "sweep": 6, "io": 6, "data": 6, "demo": 6,
+}
+
+
+def _imports(path):
+    """``jaxrank._src`` modules imported anywhere in the file."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("jaxrank._src."):
+                out.add(node.module.split(".")[2])
+            elif node.module == "jaxrank._src":
+                out.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name.split(".")[2] for a in node.names
+                       if a.name.startswith("jaxrank._src."))
+    return out
+
+
+def _graph():
+    return {p.stem: _imports(p) for p in (SRC / "_src").glob("*.py") if p.stem != "__init__"}
+
+
+def test_every_private_module_has_a_layer():
+    missing = sorted(set(_graph()) - set(LAYERS))
+    assert not missing, f"assign a layer to {missing} in tests/test_layering.py"
+
+
+@pytest.mark.parametrize("module", sorted(p.stem for p in (SRC / "_src").glob("*.py")
+                                          if p.stem != "__init__"))
+def test_imports_point_to_the_same_or_a_lower_layer(module):
+    for dep in _imports(SRC / "_src" / f"{module}.py"):
+        assert LAYERS[dep] <= LAYERS[module], f"{module} (layer {LAYERS[module]}) imports {dep} " \
+                                              f"(layer {LAYERS[dep]})"
+
+
+def test_no_import_cycle():
+    graph = _graph()
+    state = {}
+
+    def visit(m, path):
+        if state.get(m) == "done":
+            return
+        assert state.get(m) != "active", "import cycle: " + " -> ".join(path + [m])
+        state[m] = "active"
+        for d in graph.get(m, ()):
+            visit(d, path + [m])
+        state[m] = "done"
+
+    for m in graph:
+        visit(m, [])
+
+
+def test_public_modules_only_reexport():
+    for path in SRC.glob("*.py"):
+        if path.stem in ("__init__", "__main__", "cli"):
+            continue
+        tree = ast.parse(path.read_text())
+        defs = [n.name for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))]
+        assert not defs, f"jaxrank/{path.name} defines {defs}; public modules only re-export"
