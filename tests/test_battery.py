@@ -701,6 +701,32 @@ def test_bad_features_are_errors(name):
         make(name).decision_function(X, **_extra(name))
 
 
+FLOAT_PARAMS = ("C", "bandwidth", "learning_rate", "pos_weight", "C_binary", "J")
+
+
+@pytest.mark.parametrize("name", EST)
+def test_hyperparameters_are_checked_after_the_float32_cast(name):
+    """Issue 9 #5: C = 1e39 or 1e-50 (inf or 0 in float32) passed and gave inf/NaN/zero models."""
+    X, y = _data()
+    params = set(jaxrank.ESTIMATORS[name]().get_params()) & set(FLOAT_PARAMS)
+    assert params
+    for p in sorted(params):
+        for v in (1e39, 1e-50):
+            with pytest.raises(ValueError, match="float32"):
+                make(name, **{p: v}).fit(X, _y(name, y), **_extra(name))
+
+
+def test_function_parameters_are_checked_after_the_float32_cast():
+    s, y = _case("random")
+    for v in (1e39, 1e-50):
+        with pytest.raises(ValueError, match="float32"):
+            losses.kernel_auc(s, y, bandwidth=v)
+        with pytest.raises(ValueError, match="float32"):
+            losses.hinge_loss(s, y, pos_weight=v)
+        with pytest.raises(ValueError, match="float32"):
+            inference.zero_one_most_violated(s, y, pos_weight=v)
+
+
 @pytest.mark.parametrize("name", PLAIN)
 def test_one_positive_is_ranked_first(name):
     rng = np.random.default_rng(5)

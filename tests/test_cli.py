@@ -179,3 +179,32 @@ def test_progress_is_shown_by_default_and_q_silences_it(tmp_path, small_files, c
     assert "iter " in out and "objective" in out
     assert main(["train", "-q", "--model", "svm", str(train), str(tmp_path / "b.npz")]) == 0
     assert "iter " not in capsys.readouterr().out
+
+
+def test_values_outside_float32_are_refused(tmp_path, small_files, capsys):
+    """Issue 9 #5: -c 1e39 / 1e-50 and --bandwidth 1e-50 wrote inf/zero models with status 0."""
+    train, _ = small_files
+    for argv in (["-c", "1e39"], ["-c", "1e-50"], ["--model", "kernelrank", "--bandwidth", "1e-50"]):
+        with pytest.raises(SystemExit) as e:
+            main(["train", *argv, str(train), str(tmp_path / "m.npz")])
+        assert e.value.code == 2
+        assert "float32" in capsys.readouterr().err
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_labels_one_and_two_train_and_evaluate_alike(tmp_path, capsys):
+    """One label rule in train and evaluate: {1, 2} is {negative, positive} (2 the larger)."""
+    rng = np.random.default_rng(1)
+    y = (np.arange(60) % 4 == 0).astype(int)
+    X = rng.normal(size=(60, 3)) + 1.5 * y[:, None]
+    path = tmp_path / "twelve.svm"
+    dump_svmlight_file(X, y + 1, str(path), zero_based=False)
+    for model in ("auc-svm", "svm"):
+        mfile = tmp_path / f"{model}.npz"
+        assert main(["train", "-q", "--model", model, str(path), str(mfile)]) == 0
+        capsys.readouterr()
+        assert main(["evaluate", str(mfile), str(path)]) == 0
+        ap = float(capsys.readouterr().out.split("AP")[1].split()[0])
+        m = jaxrank.load(mfile)
+        assert list(m.classes_) == [1, 2]
+        assert abs(ap - m.score(X, y + 1)) < 1e-4
