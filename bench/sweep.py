@@ -307,9 +307,9 @@ def main():
     # that a slow period of the machine hits all of them alike.
     lc, loop_run = compile_loop(Xtr, Y, masks, Cs, kp, tol, max_iter)
     variants = [(n_fits, 1, "one vmap of all fits (one while_loop)")]
-    variants += [(b, 1, "work queue") for b in (8, 16, 32)]
+    variants += [(b, 1, "work queue") for b in (1, 4, 8, 32)]
     if N_CORES > 1:
-        variants += [(b, N_CORES, "work queues, one per core") for b in (8, 16, 32)]
+        variants += [(b, N_CORES, "work queues, one per core") for b in (1, 4, 32)]
     compiled = []
     for bs, nd, label in variants:
         bc, run = compile_batched(Xtr, Y.astype(bool), masks, Cs, kp, tol, max_iter, bs, nd)

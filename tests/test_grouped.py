@@ -221,11 +221,19 @@ def test_one_query_grouped_fit_equals_pooled_fit(page_blocks):
     pooled = fit_quiet(jaxrank.APSVM(C=100.0), Xs, ys)
     grouped = fit_quiet(jaxrank.APSVM(C=100.0), Xs, ys, groups=np.full(len(ys), 42))
     assert grouped.n_queries_ == 1 and grouped.n_dropped_queries_ == 0
-    np.testing.assert_allclose(grouped.objective_, pooled.objective_, rtol=1e-5)
-    np.testing.assert_allclose(grouped.coef_, pooled.coef_, rtol=1e-4,
-                               atol=1e-4 * np.abs(pooled.coef_).max())
+    # Same problem: each fit's certified dual bound lies below the other's
+    # objective, and (1-strong convexity of the primal) the weights are within
+    # sqrt(2 gap_a) + sqrt(2 gap_b) of each other.
+    assert grouped.converged_ and pooled.converged_
+    assert grouped.objective_ >= pooled.dual_objective_ * (1 - 1e-5)
+    assert pooled.objective_ >= grouped.dual_objective_ * (1 - 1e-5)
+    slack = sum(np.sqrt(2 * max(e.objective_ - e.dual_objective_, 0.0)) for e in (grouped, pooled))
+    w = lambda e: np.r_[e.coef_.ravel(), e.intercept_]  # noqa: E731
+    assert np.linalg.norm(grouped.coef_ - pooled.coef_) <= slack + 1e-4 * np.linalg.norm(w(pooled))
+    # one query: MAP is the pooled AP of the same scores
     np.testing.assert_allclose(grouped.score(Xs, ys, groups=np.zeros(len(ys), int)),
-                               pooled.score(Xs, ys), rtol=1e-6)
+                               average_precision_score(ys, grouped.decision_function(Xs)),
+                               rtol=1e-6)
 
 
 @pytest.mark.parametrize("C", [1.0, 30.0])

@@ -41,6 +41,12 @@ from jaxrank._src.models import ItemProblem
 # bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)
 # * dim`` floats each) are kept under this many bytes per device.
 DEFAULT_BATCH_SIZE = 32
+# On CPU a vmapped batch of fits costs about the sum of its fits at every
+# step, and slots whose fits have stopped keep computing while the queue
+# drains, so a long fit (large C) makes its whole batch pay for its steps;
+# one slot per device ran `jaxrank demo`'s sweeps about 3x faster than 32
+# (see the demo section of README.md). Accelerators keep wide batches.
+CPU_BATCH_SIZE = 1
 _SLOT_CACHE_BYTES = 2**28
 
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -258,7 +264,8 @@ def resolve_devices(devices):
 def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
     """Validate ``batch_size``, or choose it (``None``) for the batched driver.
 
-    ``None`` gives ``DEFAULT_BATCH_SIZE`` slots per device, fewer when the
+    ``None`` gives ``DEFAULT_BATCH_SIZE`` slots per device (``CPU_BATCH_SIZE``
+    when JAX's default backend is the CPU), fewer when the
     ``n_fits`` fits do not fill them (``ceil(n_fits / n_devices)``) or when
     the slots' plane caches (``batch_size * (cache + 1) * dim * 4`` bytes)
     would exceed 256 MB per device (high-dimensional ``X``).
@@ -270,7 +277,8 @@ def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
     if batch_size is None:
         per_device = -(-int(n_fits) // max(int(n_devices), 1))
         memory = _SLOT_CACHE_BYTES // (4 * (cache + 1) * max(int(dim), 1))
-        return int(max(1, min(DEFAULT_BATCH_SIZE, per_device, memory)))
+        width = CPU_BATCH_SIZE if jax.default_backend() == "cpu" else DEFAULT_BATCH_SIZE
+        return int(max(1, min(width, per_device, memory)))
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
         raise TypeError(
             f"batch_size must be None or an int >= 1; got {type(batch_size).__name__}."

@@ -5,10 +5,11 @@ imbalanced KEEL/UCI sets chosen by a rule fixed before any model was run,
 see ``jaxrank/datasets/data/README.md``): a stratified 70/30 split and
 features standardised on the training part. The binary SVM, AP-SVM and the
 ROC-area SVM choose ``C`` by ``cv``-fold cross-validation (validation AP) on
-their own default grids, all datasets at once: the datasets are stacked as
-the tasks of one :func:`jaxrank.sweep` per model (features zero-padded to
-the widest set, each task restricted to its own rows by ``where``), so each
-model compiles once. KernelRank picks its bandwidth on its validation split.
+their own default grids (``Cs="auto"``), one :func:`jaxrank.sweep` per
+model and dataset; every dataset is zero-padded to one shape (the largest
+training part, the widest feature set; padding rows are excluded by
+``where``), so each model compiles once for all datasets. KernelRank picks
+its bandwidth on its validation split.
 The table gives the test AP per dataset and model and each model's number of
 wins (ties shared).
 """
@@ -37,20 +38,15 @@ def _prepare(names, seed):
     return parts
 
 
-def _stack(parts):
-    """Training rows of all datasets in one zero-padded matrix, one task per dataset."""
-    d = max(p[1].shape[1] for p in parts)
-    n = sum(p[1].shape[0] for p in parts)
+def _padded(Xtr, ytr, shape):
+    """One dataset's training part zero-padded to ``shape``; ``where [1, n]`` marks its rows."""
+    n, d = shape
     X = np.zeros((n, d), np.float32)
-    Y = np.zeros((n, len(parts)), np.int8)
-    where = np.zeros((len(parts), n), bool)
-    start = 0
-    for t, (_, Xtr, ytr, _, _) in enumerate(parts):
-        m = Xtr.shape[0]
-        X[start:start + m, : Xtr.shape[1]] = Xtr
-        Y[start:start + m, t] = ytr
-        where[t, start:start + m] = True
-        start += m
+    X[: Xtr.shape[0], : Xtr.shape[1]] = Xtr
+    Y = np.zeros((n, 1), np.int8)
+    Y[: len(ytr), 0] = ytr
+    where = np.zeros((1, n), bool)
+    where[0, : len(ytr)] = True
     return X, Y, where
 
 
@@ -61,13 +57,15 @@ def run_demo(*, seed=0, cv=3, devices=None, quiet=False, datasets=None, out=prin
         seed: split and fold seed.
         cv: folds of the C search.
         devices: devices to shard the sweeps over (``None``: all local ones).
-        quiet: no progress bars.
+        quiet: no progress bars (one bar per model over the datasets otherwise).
         datasets: comma-separated subset of the demo datasets (default all).
         out: print function.
 
     Raises:
         ValueError: an unknown dataset name.
     """
+    from tqdm.auto import tqdm
+
     import jaxrank
     from jaxrank.metrics import average_precision
 
@@ -80,30 +78,32 @@ def run_demo(*, seed=0, cv=3, devices=None, quiet=False, datasets=None, out=prin
             raise ValueError(f"--datasets: unknown {bad}; the demo datasets are {names}.")
         names = chosen
     parts = _prepare(names, seed)
-    X, Y, where = _stack(parts)
+    shape = (max(p[1].shape[0] for p in parts), max(p[1].shape[1] for p in parts))
     out(f"{len(parts)} bundled real datasets (KEEL/UCI, CC BY 4.0), 70/30 stratified split, "
-        f"features standardised; C by {cv}-fold CV (validation AP), one sweep per model over "
-        f"all datasets:")
+        f"features standardised; C by {cv}-fold CV (validation AP) on each model's own grid:")
     for name, Xtr, ytr, Xte, yte in parts:
         out(f"  {name:34s} train {len(ytr):5d} ({int(ytr.sum()):3d} pos)  test {len(yte):4d} "
             f"({int(yte.sum()):3d} pos)  {Xtr.shape[1]:2d} features")
     models = [("svm", "BinarySVM"), ("apsvm", "APSVM"), ("auc-svm", "AUCSVM")]
     test_ap = {}
-    chosen_C = {}
     timing = {}
     for key, label in models:
         t0 = time.perf_counter()
-        res = jaxrank.sweep(X, Y, model=key, cv=cv, where=where, random_state=seed,
-                            refit="joint", devices=devices, progress=not quiet)
-        timing[label] = time.perf_counter() - t0
-        chosen_C[label] = res.best_C
-        for t, (name, _, _, Xte, yte) in enumerate(parts):
-            est = res.best_estimators[t]
-            Xp = np.zeros((Xte.shape[0], X.shape[1]), np.float32)
+        chosen, n_fits = [], 0
+        for name, Xtr, ytr, Xte, yte in tqdm(parts, desc=label, unit="dataset", leave=False,
+                                             disable=quiet):
+            X, Y, where = _padded(Xtr, ytr, shape)
+            res = jaxrank.sweep(X, Y, model=key, cv=cv, where=where, random_state=seed,
+                                refit="joint", devices=devices, progress=False)
+            est = res.best_estimators[0]
+            Xp = np.zeros((Xte.shape[0], shape[1]), np.float32)
             Xp[:, : Xte.shape[1]] = Xte
             test_ap[name, label] = float(average_precision(est.decision_function(Xp), yte))
-        out(f"  {label:9s} {res.n_fits} CV fits + {len(parts)} refits in {timing[label]:.1f} s; "
-            f"C chosen per dataset: {', '.join(f'{c:g}' for c in res.best_C)}")
+            chosen.append(float(res.best_C[0]))
+            n_fits += res.n_fits
+        timing[label] = time.perf_counter() - t0
+        out(f"  {label:9s} {n_fits} CV fits + {len(parts)} refits in {timing[label]:.1f} s; "
+            f"C chosen per dataset: {', '.join(f'{c:g}' for c in chosen)}")
     t0 = time.perf_counter()
     for name, Xtr, ytr, Xte, yte in parts:
         kr = jaxrank.KernelRank(kernel="sigmoid", bandwidth_grid=[0.3, 1.0, 3.0],
