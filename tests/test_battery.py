@@ -180,9 +180,10 @@ class Fn:
     structured_hinge, which is NaN for any NaN in S, by its contract);
     ``validated``: eager calls check their inputs (structured_hinge is an
     unvalidated combinator for jitted training loops); ``full=False``: a
-    function built on another one of the battery (``ap_hinge_loss`` on
-    ``ap_most_violated``'s kernel, ``kernel_auc_loss = 1 - kernel_auc``) runs
-    without the eager batch and float64 compiles (see :func:`results`).
+    function built on another one of the battery (``ap_hinge_loss`` and
+    ``structured_hinge`` on the oracles of the ``*_most_violated`` wrappers,
+    ``kernel_auc_loss = 1 - kernel_auc``) runs without the eager batch and
+    float64 compiles (see :func:`results`).
     """
 
     name: str
@@ -249,7 +250,7 @@ FUNCS = [
        grad_ref=lambda s, y: -ref_grad_fd(ref_kernel_auc("gaussian", 0.7))(s, y), rtol=1e-4,
        full=False),
     *[Fn(f"structured_hinge[{k}]", _value_fn(_sh_value(k)), r, value=_sh_value(k), grad_ref=g,
-         one_class=(k == "zero_one"), masked_garbage=False, validated=False)
+         one_class=(k == "zero_one"), masked_garbage=False, validated=False, full=False)
       for k, r, g in (
           ("ap", lambda s, y: {"value": ref_ap_violation(s, y)["hinge"]},
            lambda s, y: -ref_ap_violation(s, y)["coef"]),
@@ -356,8 +357,8 @@ def results(name):
     Four compiled call forms per validated function: the eager batch (two
     batch axes, with ``where``), one eager list (``where=None``), and the
     jitted outputs-and-gradient program in float32 (with the degenerate rows)
-    and in float64; the last two for ``structured_hinge``, the two float32
-    ones for ``full=False``.
+    and in float64; for ``full=False`` the two float32 ones (the jitted one
+    only for ``structured_hinge``, which has no eager code of its own).
     """
     fn = BY_NAME[name]
     Sh, Yh = _hard_rows()

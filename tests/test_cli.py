@@ -184,7 +184,8 @@ def test_progress_is_shown_by_default_and_q_silences_it(tmp_path, small_files, c
 def test_values_outside_float32_are_refused(tmp_path, small_files, capsys):
     """Issue 9 #5: -c 1e39 / 1e-50 and --bandwidth 1e-50 wrote inf/zero models with status 0."""
     train, _ = small_files
-    for argv in (["-c", "1e39"], ["-c", "1e-50"], ["--model", "kernelrank", "--bandwidth", "1e-50"]):
+    for argv in (["-c", "1e39"], ["-c", "1e-50"],
+                 ["--model", "kernelrank", "--bandwidth", "1e-50"]):
         with pytest.raises(SystemExit) as e:
             main(["train", *argv, str(train), str(tmp_path / "m.npz")])
         assert e.value.code == 2

@@ -89,7 +89,7 @@ def test_aucsvm_fit_beyond_int32_pair_counts():
 
 
 def test_ap_most_violated_at_1e5_samples_float32():
-    """(j + k)(j + k - 1) reaches 1e10 for 10^5 negatives: the float32 hinge equals Algorithm 1's."""
+    """(j + k)(j + k - 1) reaches 1e10 for 10^5 negatives: the float32 hinge is Algorithm 1's."""
     n, P = 10**5, 24
     rng = np.random.default_rng(4)
     y = np.zeros(n, bool)
