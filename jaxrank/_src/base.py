@@ -41,12 +41,16 @@ from jaxrank._src.models import ItemProblem
 # bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)
 # * dim`` floats each) are kept under this many bytes per device.
 DEFAULT_BATCH_SIZE = 32
-# On CPU a vmapped batch of fits costs about the sum of its fits at every
+# On CPU a vmapped batch of fits costs about the sum of its slots at every
 # step, and slots whose fits have stopped keep computing while the queue
-# drains, so a long fit (large C) makes its whole batch pay for its steps;
-# one slot per device ran `jaxrank demo`'s sweeps about 3x faster than 32
-# (see the demo section of README.md). Accelerators keep wide batches.
-CPU_BATCH_SIZE = 1
+# drains, so one long fit (large C) makes its whole batch pay for its steps;
+# wide batches pay off only when there are many fits to keep the slots busy.
+# Measured (README, "Batched model selection"): `jaxrank demo`'s sweeps of 15
+# fits ran about 3x faster with 1 slot than with 32; bench/sweep.py's 400
+# fits 1.2x (one device) to 2x (two) faster with 32 slots than with 1
+# (bench/results/sweep.md). Hence on CPU one slot per
+# CPU_FITS_PER_SLOT fits (per device), at most DEFAULT_BATCH_SIZE.
+CPU_FITS_PER_SLOT = 16
 _SLOT_CACHE_BYTES = 2**28
 
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -264,9 +268,9 @@ def resolve_devices(devices):
 def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
     """Validate ``batch_size``, or choose it (``None``) for the batched driver.
 
-    ``None`` gives ``DEFAULT_BATCH_SIZE`` slots per device (``CPU_BATCH_SIZE``
-    when JAX's default backend is the CPU), fewer when the
-    ``n_fits`` fits do not fill them (``ceil(n_fits / n_devices)``) or when
+    ``None`` gives ``DEFAULT_BATCH_SIZE`` slots per device (on a CPU
+    backend one slot per ``CPU_FITS_PER_SLOT`` fits of a device, at least
+    one), fewer when the ``n_fits`` fits do not fill them (``ceil(n_fits / n_devices)``) or when
     the slots' plane caches (``batch_size * (cache + 1) * dim * 4`` bytes)
     would exceed 256 MB per device (high-dimensional ``X``).
 
@@ -277,7 +281,9 @@ def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
     if batch_size is None:
         per_device = -(-int(n_fits) // max(int(n_devices), 1))
         memory = _SLOT_CACHE_BYTES // (4 * (cache + 1) * max(int(dim), 1))
-        width = CPU_BATCH_SIZE if jax.default_backend() == "cpu" else DEFAULT_BATCH_SIZE
+        width = DEFAULT_BATCH_SIZE
+        if jax.default_backend() == "cpu":
+            width = max(1, min(width, per_device // CPU_FITS_PER_SLOT))
         return int(max(1, min(width, per_device, memory)))
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
         raise TypeError(
