@@ -120,3 +120,92 @@ def test_options_that_do_not_apply_and_bad_values_are_clear_errors(tmp_path, svm
     assert not list(tmp_path.glob("*.tmp*"))
     assert main(["train", str(train), str(tmp_path / "no" / "such" / "m.npz")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.fixture
+def small_files(tmp_path):
+    """A small SVMlight training file (60 samples) and a trained model."""
+    rng = np.random.default_rng(0)
+    y = (np.arange(60) % 4 == 0).astype(int)
+    X = rng.normal(size=(60, 3)) + 1.5 * y[:, None]
+    train = tmp_path / "small.svm"
+    dump_svmlight_file(X, y, str(train), zero_based=False)
+    model = tmp_path / "small.npz"
+    jaxrank.save(jaxrank.BinarySVM(max_iter=50).fit(X, y), model)
+    return train, model
+
+
+def test_unwritable_outputs_are_refused_before_any_work(tmp_path, small_files, capsys,
+                                                        monkeypatch):
+    """Issue 9: an output location that cannot be written was found only after the fit/sweep."""
+    train, model = small_files
+    import jaxrank._src.data as data_mod
+    import jaxrank._src.sweep as sweep_mod
+
+    def boom(*a, **k):
+        raise AssertionError("work started before the output location was checked")
+
+    monkeypatch.setattr(data_mod, "load_data", boom)
+    monkeypatch.setattr(sweep_mod, "sweep", boom)
+    missing = tmp_path / "no" / "such"
+    for argv in (["train", str(train), str(missing / "m.npz")],
+                 ["predict", str(model), str(train), "-o", str(missing / "s.txt")],
+                 ["sweep", str(train), "--output-prefix", str(missing / "sw")]):
+        assert main(argv) == 2, argv
+        assert "cannot write" in capsys.readouterr().err
+    (tmp_path / "d.npz").mkdir()
+    assert main(["train", str(train), str(tmp_path / "d.npz")]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_predict_into_a_closed_pipe_exits_quietly(small_files):
+    """`jaxrank predict MODEL DATA | head`: no BrokenPipeError traceback, exit status 0."""
+    import subprocess
+    import sys
+
+    train, model = small_files
+    p = subprocess.Popen([sys.executable, "-m", "jaxrank", "--no-cache", "predict", str(model),
+                          str(train)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader is gone before the first score is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_progress_is_shown_by_default_and_q_silences_it(tmp_path, small_files, capsys):
+    train, _ = small_files
+    assert main(["train", "--model", "svm", str(train), str(tmp_path / "a.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "iter " in out and "objective" in out
+    assert main(["train", "-q", "--model", "svm", str(train), str(tmp_path / "b.npz")]) == 0
+    assert "iter " not in capsys.readouterr().out
+
+
+def test_values_outside_float32_are_refused(tmp_path, small_files, capsys):
+    """Issue 9 #5: -c 1e39 / 1e-50 and --bandwidth 1e-50 wrote inf/zero models with status 0."""
+    train, _ = small_files
+    for argv in (["-c", "1e39"], ["-c", "1e-50"],
+                 ["--model", "kernelrank", "--bandwidth", "1e-50"]):
+        with pytest.raises(SystemExit) as e:
+            main(["train", *argv, str(train), str(tmp_path / "m.npz")])
+        assert e.value.code == 2
+        assert "float32" in capsys.readouterr().err
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_labels_one_and_two_train_and_evaluate_alike(tmp_path, capsys):
+    """One label rule in train and evaluate: {1, 2} is {negative, positive} (2 the larger)."""
+    rng = np.random.default_rng(1)
+    y = (np.arange(60) % 4 == 0).astype(int)
+    X = rng.normal(size=(60, 3)) + 1.5 * y[:, None]
+    path = tmp_path / "twelve.svm"
+    dump_svmlight_file(X, y + 1, str(path), zero_based=False)
+    for model in ("auc-svm", "svm"):
+        mfile = tmp_path / f"{model}.npz"
+        assert main(["train", "-q", "--model", model, str(path), str(mfile)]) == 0
+        capsys.readouterr()
+        assert main(["evaluate", str(mfile), str(path)]) == 0
+        ap = float(capsys.readouterr().out.split("AP")[1].split()[0])
+        m = jaxrank.load(mfile)
+        assert list(m.classes_) == [1, 2]
+        assert abs(ap - m.score(X, y + 1)) < 1e-4

@@ -380,7 +380,7 @@ def test_estimators_reject_bad_input_and_clone():
         AUCSVM(C=0).fit(X, y)
     with pytest.raises(ValueError, match="exactly two classes"):
         AUCSVM().fit(X, np.ones(20))
-    with pytest.raises(ValueError, match="y must contain exactly 2 classes"):
+    with pytest.raises(ValueError, match="y must contain exactly two classes"):
         KernelRank(max_iter=2).fit(X, np.zeros(20))
     with pytest.raises(ValueError, match="bandwidth"):
         KernelRank(bandwidth=0.0).fit(X, y)
@@ -410,7 +410,7 @@ def test_gmm_scorer_rejects_bad_input():
     Xn[2, 0, 1] = np.nan
     with pytest.raises(ValueError, match="X \\(descriptors\\) contains 1 NaN"):
         KernelRank(scorer="gmm", n_components=2).fit(Xn, y)
-    with pytest.raises(ValueError, match="y must contain exactly 2 classes"):
+    with pytest.raises(ValueError, match="y must contain exactly two classes"):
         KernelRank(scorer="gmm", n_components=2).fit(X, np.ones(8))
     with pytest.raises(ValueError, match="bandwidth"):
         KernelRank(scorer="gmm", bandwidth=-1.0).fit(X, y)

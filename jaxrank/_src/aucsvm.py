@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrank._src.base import StructuredSVM
-from jaxrank._src.inference import _layout, _nan_if_nan_scores
+from jaxrank._src.inference import _layout, _masked_scores, _nan_if_nan_scores
 from jaxrank._src.models import Model
 from jaxrank._src.types import Violation
 
@@ -108,7 +108,7 @@ def auc_most_violated(scores, labels, *, where=None):
     for _ in range(s.ndim - 1):
         fn = jax.vmap(fn)
     valid = jnp.broadcast_to(valid, s.shape)
-    return _nan_if_nan_scores(fn(s, positive, valid), s, valid)
+    return _nan_if_nan_scores(fn(_masked_scores(s, valid), positive, valid), s, valid)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ values in every column, one ranker per column.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from numbers import Integral, Real
@@ -339,22 +340,180 @@ fit_batch = jax.jit(
 )
 
 
+# Feature scales the float32 solver can work with (see :func:`check_feature_scale`).
+_SCALE_MAX = math.sqrt(_F32_MAX / 1024)  # about 5.8e17: squares and C-weighted planes fit
+_SCALE_MIN = 2.0**-50  # about 8.9e-16: squares (1e-30) stay normal float32 numbers
+_HARD_MARGIN = 1e6  # C * max ||x||^2 above this: many iterations (close to hard margin)
+_ROW_CHUNK = 1 << 16  # rows per chunk of the host-side row norms
+
+
+def max_row_norm(X):
+    """``R = max_i ||x_i||`` of a feature matrix, on the host, without overflow.
+
+    Args:
+        X: ``[n, d]`` NumPy array, ``scipy.sparse`` matrix or
+            :class:`jaxrank.models.Design` (dense or sparse).
+
+    Returns:
+        float (float64 precision); 0 for an empty or all-zero ``X``.
+        Computed on ``X / max|x_ij|`` in float64 chunks of rows, so values
+        near the float32 limits neither overflow nor underflow.
+    """
+    import scipy.sparse as sp
+
+    if isinstance(X, Design):
+        if X.sparse:
+            vals = np.asarray(X.X.data)
+            rows = np.asarray(X.X.indices[:, 0])
+            return _sparse_row_norm(vals, rows, X.shape[0])
+        X = np.asarray(X.X)
+    if sp.issparse(X):
+        X = X.tocoo()
+        return _sparse_row_norm(np.asarray(X.data), np.asarray(X.row), X.shape[0])
+    X = np.asarray(X)
+    if X.size == 0:
+        return 0.0
+    m = float(np.max(np.abs(X)))
+    if not m > 0:
+        return 0.0
+    q = 0.0
+    for i in range(0, X.shape[0], _ROW_CHUNK):
+        c = X[i : i + _ROW_CHUNK].astype(np.float64) / m
+        q = max(q, float(np.max(np.einsum("ij,ij->i", c, c))))
+    return m * math.sqrt(q)
+
+
+def _sparse_row_norm(vals, rows, n):
+    if vals.size == 0:
+        return 0.0
+    m = float(np.max(np.abs(vals)))
+    if not m > 0:
+        return 0.0
+    v = vals.astype(np.float64) / m
+    return m * math.sqrt(float(np.max(np.bincount(rows, weights=v * v, minlength=n))))
+
+
+def check_feature_scale(R, C=None, name="X"):
+    """Raise unless rows of norm up to ``R`` (and ``C``) fit the float32 solver.
+
+    The solver computes squared row norms (``R^2``), ``C``-weighted planes
+    ``C J^T coef`` (norm up to about ``C R``) and their inner products in
+    float32: beyond about ``5.8e17`` these overflow (the fit would return
+    ``w = 0`` or NaN); below about ``8.9e-16`` the squares lose their
+    precision (and vanish below ``1e-19``). Rescaling ``X`` by a constant
+    ``1/s`` and ``C`` by ``s^2`` is the same problem (weights ``s w``), so a
+    rescaled ``X`` with a matching ``C`` fits; see :func:`warn_unconverged`
+    for the scale-free conditioning ``C R^2``.
+
+    Args:
+        R: float, ``max_i ||x_i||`` (:func:`max_row_norm`).
+        C: optional float, the trade-off (``C R`` is checked too).
+        name: argument name for the message.
+
+    Raises:
+        ValueError: ``R`` or ``C R`` outside ``[8.9e-16, 5.8e17]`` (the
+            message names the range and the fix).
+    """
+    if R == 0:
+        return
+    too_big = R > _SCALE_MAX or (C is not None and C * R > _SCALE_MAX)
+    if too_big or R < _SCALE_MIN:
+        c = "" if C is None else f" and C = {C:.3g}"
+        cr = "" if C is None else f" and C * R <= {_SCALE_MAX:.1e}"
+        raise ValueError(
+            f"{name} has rows of norm up to R = {R:.3g}{c}: jaxrank fits in float32, which "
+            f"needs {_SCALE_MIN:.1e} <= R <= {_SCALE_MAX:.1e}{cr} (squared norms and "
+            "C-weighted sums of rows must neither overflow nor lose their precision). "
+            f"Rescale {name} (e.g. sklearn.preprocessing.StandardScaler, or divide {name} by "
+            "a constant s and multiply C by s**2: the same problem, with weights s times "
+            "larger).")
+
+
+def _scale_hint(R, C):
+    """Words about ``kappa = C R^2``, the scale-free conditioning of a fit."""
+    kappa = C * R * R
+    hint = f" C * max_i ||x_i||^2 = {kappa:.2g}"
+    if kappa > _HARD_MARGIN:
+        return hint + (
+            " is large: the problem is close to a hard-margin SVM, which needs many iterations "
+            "whatever the units of X (rescaling X and C together does not change it): "
+            "standardise X or use a smaller C.")
+    if kappa < 1 / _HARD_MARGIN:
+        return hint + (
+            " is tiny: the regulariser dominates and the weights are nearly 0: standardise X "
+            "or use a larger C.")
+    return hint + "."
+
+
+def warn_tied_scores(est, S, where, R=None, C=None, *, stacklevel=4):
+    """``UserWarning`` for tasks whose training scores are all equal (the model does not rank).
+
+    Args:
+        est: the estimator (its class name is in the message).
+        S: ``[n, T]`` training scores as ``decision_function`` computes them
+            (float32, intercept included: a tiny ``X w`` added to an
+            intercept rounds to the intercept).
+        where: ``[T, n]`` bool, each task's training samples.
+        R, C: optional largest row norm of ``X`` and trade-off: the message
+            then says whether ``X`` is outside the float32 range of the
+            solver (:func:`check_feature_scale`) or ``C R^2`` tiny (the
+            regulariser dominates).
+        stacklevel: as in :func:`warnings.warn`.
+    """
+    S = np.asarray(S)
+    tied = [t for t in range(S.shape[1])
+            if np.any(where[t]) and np.ptp(S[where[t], t]) == 0]
+    if not tied:
+        return
+    why = ("The features may not separate the classes (e.g. constant features), or be "
+           "too small for this C.")
+    if R is not None:
+        try:
+            check_feature_scale(R, C)
+            if C is not None and C * R * R < 1 / _HARD_MARGIN:
+                why = f"Rows of X have norm up to {R:.3g}:{_scale_hint(R, C)}"
+        except ValueError as e:
+            why = str(e)
+    warnings.warn(
+        f"{type(est).__name__}: every training sample gets the same score for "
+        f"{len(tied)} of {S.shape[1]} task(s) (e.g. coef_ = 0): the model does not rank. "
+        f"{why}",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+
+
 def warn_unconverged(est, res, where=""):
-    """Emit ``ConvergenceWarning`` for fits of ``res`` that stopped unconverged."""
+    """Emit ``ConvergenceWarning`` for fits of ``res`` that stopped unconverged.
+
+    The message gives the worst relative duality gap and advice. If ``est``
+    records ``_fit_scale = (R, C)`` (the largest row norm of ``X`` and
+    ``C``, set by :meth:`StructuredSVM.fit`), it also gives ``C R^2``: the
+    solver needs about ``C R^2 / tol`` iterations in the worst case, whatever
+    the units of ``X``; values above ``1e6`` are flagged (close to a
+    hard-margin SVM). A non-finite objective (float32 overflow) says so.
+    """
     conv = np.atleast_1d(np.asarray(res.converged))
     if conv.all():
         return
     obj = np.atleast_1d(np.asarray(res.objective, np.float64))
     dual = np.atleast_1d(np.asarray(res.dual, np.float64))
-    gap = (obj - dual) / np.maximum(np.abs(obj), 1e-30)
+    with np.errstate(invalid="ignore", over="ignore"):
+        gap = (obj - dual) / np.maximum(np.abs(obj), 1e-30)
     bad = np.flatnonzero(~conv)
-    worst = bad[np.argmax(gap[bad])]
+    finite = np.isfinite(gap[bad])
+    worst = bad[np.argmax(np.where(finite, gap[bad], np.inf))]
+    scale = getattr(est, "_fit_scale", None)
+    hint = "" if scale is None else _scale_hint(*scale)
+    if not np.isfinite(gap[worst]):
+        hint += (" The objective is not finite: a float32 overflow (features or C too large); "
+                 "rescale X.")
     warnings.warn(
         f"{type(est).__name__}{where}: {bad.size} of {conv.size} fit(s) stopped at max_iter="
         f"{est.max_iter} before the relative duality gap reached tol={est.tol:g} (worst gap "
-        f"{gap[worst]:.2e}); the objective may be up to that fraction above the optimum. "
-        "Standardise the features (e.g. sklearn.preprocessing.StandardScaler) if their "
-        "scales differ a lot, or increase max_iter.",
+        f"{gap[worst]:.2e}); the objective may be up to that fraction above the optimum."
+        f"{hint} Standardise the features (e.g. sklearn.preprocessing.StandardScaler) if "
+        "their scales differ a lot, or increase max_iter.",
         ConvergenceWarning,
         stacklevel=3,
     )
@@ -392,6 +551,19 @@ class RankerMixin:
     ``multi_output_`` in ``fit``; ``decision_function`` is ``X @ coef_.T +
     intercept_``.
     """
+
+    def __getattr__(self, name):
+        # Called only when normal lookup fails. A fitted attribute (``coef_``,
+        # ``classes_``, ...) of an unfitted estimator is scikit-learn's
+        # NotFittedError (an AttributeError: hasattr/getattr defaults still
+        # work), so every method that reads one before fit says "call fit".
+        if name.endswith("_") and not name.startswith("__") and not any(
+                k.endswith("_") and not k.startswith("__") for k in vars(self)):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet (no attribute "
+                f"{name!r}). Call 'fit' with appropriate arguments before using this "
+                "estimator.")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _validate_X(self, X):
         check_is_fitted(self)
@@ -600,6 +772,9 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         positive, classes, multi = labels_to_tasks(Y)
         if groups is not None:
             groups = check_groups(groups, X.shape[0])
+        # The float32 range of the features (C is checked by fit; jaxrank.sweep
+        # fits through this hook too).
+        check_feature_scale(max_row_norm(X))
         return design(X), positive, classes, multi, groups
 
     # -- fit ------------------------------------------------------------------
@@ -623,12 +798,24 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             ValueError: bad hyperparameters (also out of float32 range), NaN,
                 inf or empty ``X``, complex ``X``, mismatched lengths, a ``y``
                 (or task column) without exactly two classes, ``groups`` on a
-                model without query grouping.
+                model without query grouping; rows of ``X`` whose norm (or
+                times ``C``) is outside the float32 range of the solver
+                (:func:`check_feature_scale`: about ``8.9e-16 <= R`` and ``R,
+                C R <= 5.8e17``).
             TypeError: non-numeric ``X``, hyperparameters of the wrong type.
 
         Warns:
             ConvergenceWarning: a fit stopped at ``max_iter`` before reaching
-                ``tol`` (the message gives the gap and advice).
+                ``tol`` (the message gives the gap, ``C max_i ||x_i||^2`` and
+                advice: standardise ``X``, a smaller ``C``, more ``max_iter``).
+            UserWarning: every training sample of a task gets the same score
+                (e.g. ``coef_ = 0``): the model does not rank.
+
+        Scale of ``X``: ``C`` is in units of ``1 / ||x||^2`` (``X / s`` with
+        ``C s^2`` is the same problem, weights ``s w``), so the default ``C``
+        suits standardised features; the solver's work grows with ``C
+        max_i ||x_i||^2``. Rescaling is not automatic: it would not change
+        that product (see the README's note on feature scale).
         """
         self._check_params()
         t0 = time.perf_counter()
@@ -638,6 +825,9 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             n_pad, d_pad, T_pad = fit_buckets(n, d, T)
         else:
             n_pad, d_pad, T_pad = n, d, T
+        R = max_row_norm(data)
+        check_feature_scale(R, float(self.C))
+        self._fit_scale = (R, float(self.C))
         data = pad_design(data, n_pad, d_pad)
         where = np.zeros((T_pad, n_pad), bool)
         where[:T, :n] = True
@@ -668,19 +858,21 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         ``where [T, n]`` (default all) marks each task's training samples;
         ``n_features`` (default ``data.shape[1]``) is the number of real
         features when ``data`` has padding columns (their weights are 0 and
-        are dropped).
+        are dropped). Warns (:func:`warn_tied_scores`) when a task's training
+        scores, as ``decision_function`` computes them, are all equal.
         """
         if where is None:
             where = np.ones(positive.shape, bool)
         d = data.shape[1] if n_features is None else int(n_features)
         W = np.asarray(res.w, np.float32)
+        Wx = W[:, : data.shape[1]]  # weights of the columns of data (padding included)
+        S = np.asarray(data @ jnp.asarray(Wx.T))  # [n, T] training scores without intercept
         if isinstance(self._features(), Intercept):
             self.coef_, self.intercept_ = W[:, :d].copy(), W[:, -1].copy()
         else:
             self.coef_ = W[:, :d].copy()
             # No learned intercept: threshold predict at the midpoint of the
             # classes' mean training scores (scores are shift invariant).
-            S = np.asarray(data @ jnp.asarray(W.T))  # [n, T]
             mid = [0.5 * (S[positive[t] & where[t], t].mean()
                           + S[~positive[t] & where[t], t].mean()) for t in range(W.shape[0])]
             self.intercept_ = -np.asarray(mid, np.float32)
@@ -697,6 +889,16 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         self.dual_objective_ = pick(res.dual)
         self.converged_ = pick(res.converged, bool)
         self._fitted_extras(extras, pick)
+        # Scores as decision_function computes them (float32, intercept
+        # included): a model whose training scores all tie does not rank.
+        S = S.astype(np.float32) + np.asarray(self.intercept_, np.float32)[None, :]
+        if any(np.any(where[t]) and np.ptp(S[where[t], t]) == 0 for t in range(S.shape[1])):
+            scale = getattr(self, "_fit_scale", None)
+            if scale is None:  # e.g. estimators with their own fit: R of the data's rows
+                rows = data.X if isinstance(getattr(data, "X", None), Design) else data
+                R = max_row_norm(rows) if isinstance(rows, Design) else None
+                scale = (R, None if R is None else float(self.C))
+            warn_tied_scores(self, S, where, *scale)
         return self
 
     def _scores(self, W, data):

@@ -585,8 +585,13 @@ def zero_one_oracle(scores, positive, where, *, pos_weight=1.0):
 # ---------------------------------------------------------------------------
 
 
-def _layout(scores, labels, where, name):
-    """Validate (eagerly when possible) and return (scores, positive, valid, kp)."""
+def _layout(scores, labels, where, name, *, both_classes=True):
+    """Validate (eagerly when possible) and return (scores, positive, valid, kp).
+
+    ``both_classes``: every list needs a positive and a negative (ranking
+    losses); else (the binary hinge, a sum over items) a list needs only one
+    item of ``where``.
+    """
     from jaxrank._src import validation
 
     validation.check_same_shape("scores", scores, "labels", labels)
@@ -600,7 +605,10 @@ def _layout(scores, labels, where, name):
         validation.check_scores(np.where(valid, arr, np.zeros((), arr.dtype)) if arr.ndim
                                 else arr)
         positive = validation.binary_labels(labels)
-        validation.check_both_classes(positive, valid)
+        if both_classes:
+            validation.check_both_classes(positive, valid)
+        elif np.any(np.sum(valid, axis=-1) == 0):
+            raise ValueError(f"{name}: where removes every item of a list.")
         # Static bound on the positives, rounded up to a power of two so that
         # calls with slightly different numbers of positives share a compile.
         n_pos = max(int(np.max(np.sum(positive & valid, axis=-1))), 1)
@@ -614,6 +622,12 @@ def _layout(scores, labels, where, name):
     if not jnp.issubdtype(scores.dtype, jnp.floating):
         raise TypeError(f"{name}: scores must be a float array; got {scores.dtype}.")
     return scores, positive, valid, kp
+
+
+def _masked_scores(scores, valid):
+    """Scores with the items outside ``where`` set to 0 (a masked NaN or inf must not
+    reach the kernels, where ``0 * NaN`` in a dot product would poison the list)."""
+    return jnp.where(valid, scores, jnp.zeros((), scores.dtype))
 
 
 @jax.jit
@@ -631,6 +645,20 @@ def _nan_if_nan_scores(r, scores, valid):
         coef=jnp.where(bad[..., None], nan, r.coef),
         hinge=None if r.hinge is None else jnp.where(bad, nan, r.hinge),
     )
+
+
+def _check_pos_weight(pos_weight):
+    """``pos_weight``: a real number, finite and ``> 0`` in float32 (checked after the cast)."""
+    if (isinstance(pos_weight, bool) or not np.isscalar(pos_weight)
+            or not np.issubdtype(np.asarray(pos_weight).dtype, np.number)
+            or np.iscomplexobj(pos_weight)):
+        raise ValueError(f"pos_weight must be a positive number; got {pos_weight!r}.")
+    with np.errstate(over="ignore", under="ignore"):
+        p32 = np.float32(pos_weight)
+    if not (np.isfinite(p32) and p32 >= np.finfo(np.float32).tiny):
+        raise ValueError(
+            "pos_weight must be a positive number, finite and > 0 in float32; got "
+            f"{pos_weight!r}.")
 
 
 def _check_method(method):
@@ -700,6 +728,7 @@ def ap_most_violated(scores, labels, *, where=None, method="select"):
     _check_method(method)
     scores, positive, valid, kp = _layout(scores, labels, where, "ap_most_violated")
     fn = functools.partial(ap_most_violated_masked, kp=kp, method=method)
+    raw, scores = scores, _masked_scores(scores, valid)
     batch = scores.shape[:-1]
     if batch:
         n = scores.shape[-1]
@@ -711,7 +740,7 @@ def ap_most_violated(scores, labels, *, where=None, method="select"):
         out = jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), out)
     else:
         out = fn(scores, positive & valid, ~positive & valid)
-    return _nan_if_nan_scores(out, scores, jnp.broadcast_to(valid, scores.shape))
+    return _nan_if_nan_scores(out, raw, jnp.broadcast_to(valid, raw.shape))
 
 
 def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
@@ -740,19 +769,20 @@ def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
     Raises:
         ValueError: mismatched shapes, ``pos_weight <= 0``; for concrete
             inputs, empty or non-finite scores (in ``where``), non-binary
-            labels, a list without a positive or without a negative.
+            labels, a list without any item in ``where`` (a list of one
+            class is fine: the hinge is a sum over items).
 
     References:
         Mohapatra et al., NIPS 2014, §1 (O(|P|+|N|) inference of the binary
         SVM); Joachims, "Training linear SVMs in linear time", KDD 2006.
     """
-    if not np.isscalar(pos_weight) or not pos_weight > 0:
-        raise ValueError(f"pos_weight must be a positive number; got {pos_weight!r}.")
-    scores, positive, valid, _ = _layout(scores, labels, where, "zero_one_most_violated")
+    _check_pos_weight(pos_weight)
+    scores, positive, valid, _ = _layout(scores, labels, where, "zero_one_most_violated",
+                                         both_classes=False)
     fn = _zero_one_jit
     for _ in range(scores.ndim - 1):  # batch axes: one labelling per list
         fn = jax.vmap(fn, in_axes=(0, 0, 0, None))
-    out = fn(scores, positive, valid, pos_weight)
+    out = fn(_masked_scores(scores, valid), positive, valid, pos_weight)
     return _nan_if_nan_scores(out, scores, jnp.broadcast_to(valid, scores.shape))
 
 

@@ -153,7 +153,8 @@ def load(path):
             f"{path} has model format version {meta.get('format_version')!r}; this "
             f"jaxrank reads version {FORMAT_VERSION}."
         )
-    cls = by_class_name().get(meta.get("estimator"))
+    name = meta.get("estimator")
+    cls = by_class_name().get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"{path}: unknown estimator {meta.get('estimator')!r}.")
     params, attrs = meta.get("params", {}), meta.get("attributes", [])

@@ -142,13 +142,33 @@ def smoothed_step(z, *, kernel: str, bandwidth):
         Array like ``z`` with values in ``[0, 1]``; ``Phi(0) = 1/2``.
 
     Raises:
-        ValueError: unknown ``kernel``.
+        ValueError: unknown ``kernel``; for a concrete ``bandwidth``, one
+            that is not finite and ``> 0`` in the dtype of ``z`` (checked
+            after the cast: ``1e-50`` is 0 in float32).
     """
     _check_kernel(kernel)
     z = jnp.asarray(z)
     if not jnp.issubdtype(z.dtype, jnp.floating):
         z = z.astype(jnp.float32)
+    if validation.is_concrete(bandwidth):
+        _check_bandwidth_value(bandwidth, z.dtype)
     return _PHI[kernel](z / jnp.asarray(bandwidth, z.dtype))
+
+
+def _check_bandwidth_value(bandwidth, dtype):
+    """Raise unless the scalar ``bandwidth`` is finite and ``> 0`` once cast to ``dtype``."""
+    if np.ndim(bandwidth) != 0:
+        raise ValueError(f"bandwidth must be a scalar; got shape {np.shape(bandwidth)}.")
+    b = np.asarray(bandwidth)
+    if b.dtype.kind not in "iuf":
+        raise TypeError(f"bandwidth must be a real number; got dtype {b.dtype}.")
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        b_cast = b.astype(dtype)
+    if not (np.isfinite(b_cast) and b_cast >= np.finfo(dtype).tiny):
+        raise ValueError(
+            f"bandwidth must be a finite number > 0 in the dtype of scores ({dtype}, between "
+            f"{np.finfo(dtype).tiny:.3g} and {np.finfo(dtype).max:.3g}); got {float(b)!r}.")
 
 
 def _check_kernel(kernel):
@@ -271,16 +291,7 @@ def _prepare_pairs(scores, labels, where, bandwidth, kernel, block_size, name):
         # Items outside ``where`` take no part: their scores may be anything.
         validation.check_scores(np.where(valid, arr, np.zeros((), arr.dtype)), "scores")
         dtype = arr.dtype if np.issubdtype(arr.dtype, np.floating) else np.float32
-        b = np.asarray(bandwidth)
-        if b.dtype.kind not in "iuf":
-            raise TypeError(f"bandwidth must be a real number; got dtype {b.dtype}.")
-        with np.errstate(over="ignore", under="ignore"):
-            b_cast = b.astype(dtype)
-        if not (np.isfinite(b_cast) and b_cast >= np.finfo(dtype).tiny):
-            raise ValueError(
-                f"bandwidth must be a finite number > 0 in the dtype of scores ({np.dtype(dtype)},"
-                f" between {np.finfo(dtype).tiny:.3g} and {np.finfo(dtype).max:.3g}); got "
-                f"{float(b)!r}.")
+        _check_bandwidth_value(bandwidth, dtype)
         lab = np.asarray(labels)
         if np.issubdtype(lab.dtype, np.floating) and np.any(np.isnan(lab)):
             raise ValueError("labels contains NaN values.")
@@ -478,6 +489,32 @@ def _auto_bandwidth(scores, y01, kernel):
     else:
         h = float(np.mean(np.abs(s)))
     return h if np.isfinite(h) and h > 0 else 1.0
+
+
+def _feature_scale(X):
+    """Power of two nearest the RMS of the stored values of ``X`` (1 if all zero).
+
+    Computed without overflow (values are divided by ``max |X|`` first).
+    """
+    import scipy.sparse as sp
+
+    vals = np.asarray(X.data if sp.issparse(X) else X).ravel()
+    vals = vals[vals != 0]
+    if vals.size == 0:
+        return 1.0
+    m = float(np.max(np.abs(vals)))
+    rms = m * math.sqrt(float(np.mean(np.square(vals / np.float32(m), dtype=np.float64))))
+    return float(2.0 ** round(math.log2(rms)))
+
+
+def _scaled(X, factor):
+    """``X * factor`` in float32 (``factor`` a power of two: exact barring under/overflow)."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        X = X.astype(np.float64) * factor
+        return X.astype(np.float32)
+    return (np.asarray(X, np.float64) * factor).astype(np.float32)
 
 
 def _split_train_val(y01, frac, rng):
@@ -767,8 +804,8 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         max_iter: number of Adam steps (int ``>= 0``).
         learning_rate: Adam step size (parameter units per step).
         n_components: mixtures K per class (GMM scorer only).
-        init_ridge: LSQR damping (units of ``X``) of the least-squares /
-            Fisher LDA start of the linear scorer; ``>= 0``.
+        init_ridge: LSQR damping (in units of ``X / feature_scale_``) of the
+            least-squares / Fisher LDA start of the linear scorer; ``>= 0``.
         block_size: positives per block in the pair sums (memory
             ``O(block_size * n)``).
         random_state: seed for the validation split, k-means and EM.
@@ -787,6 +824,11 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         bandwidth_multiplier_: float, the grid multiplier chosen (1.0 without
             a grid).
         init_coef_: ``[1, d]`` the least-squares / LDA start (linear scorer).
+        feature_scale_: float, a power of two near the RMS of the stored
+            values of ``X`` (linear scorer): the ascent runs on ``X /
+            feature_scale_`` (exact in floating point) and ``coef_`` is
+            rescaled back, so the fit does not depend on the units of ``X``
+            (the same scores for ``X`` and ``2**k X``).
         objective_: float, smoothed training AUC ``U`` at the last step.
         objective_history_: ``[max_iter]`` ``U`` before each step.
         n_iter_: int, number of ascent steps.
@@ -797,7 +839,12 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             ``kernel``/``scorer``, bad grid); ``X`` with NaN (``X``
             descriptors); ``y`` without exactly two classes; ``mask`` of the
             wrong shape or with an empty bag; ``n_components`` larger than the
-            number of descriptors of a class (GMM).
+            number of descriptors of a class (GMM); a fitted scorer with
+            non-finite training scores (float32 overflow).
+
+    Warns (in ``fit``):
+        UserWarning: every training sample gets the same score (the model
+            does not rank, e.g. constant features).
 
     References:
         Gao & Sun, IEEE Trans. Multimedia 2007, eqs. (11), (15)-(21), §V.
@@ -908,8 +955,16 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                 ensure_all_finite=True,
             )
             self.classes_, y01 = _binary_y(y)
-            w, bw_used, hist = self._fit_linear_all(X, y01, bw, grid, lr, seed)
-            self.coef_ = w[None, :]
+            # Scale covariance: the fit runs on X / f (f a power of two, the
+            # RMS of the stored values: exact in floating point) with weights
+            # f w, so Adam's steps and float32 ranges do not depend on the
+            # units of X (features near 1e30 or 1e-20 fit like standardised
+            # ones); f = 1 for standardised or 0/1 features.
+            f = _feature_scale(X)
+            self.feature_scale_ = f
+            w, bw_used, hist = self._fit_linear_all(_scaled(X, 1 / f), y01, bw, grid, lr, seed)
+            self.coef_ = _scaled(w[None, :], 1 / f)
+            self.init_coef_ = _scaled(self.init_coef_, 1 / f)
             s = self._linear_scores(X)
         else:
             Xd, maskd = self._check_bags(X, mask, reset=True)
@@ -923,6 +978,14 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             p, bw_used, hist = self._fit_gmm_all(Xd, maskd, y01, bw, grid, lr, seed)
             self.params_ = {k: np.asarray(v) for k, v in p.items()}
             s = self._gmm_raw_scores(Xd, maskd)
+        if not np.all(np.isfinite(s)):
+            raise ValueError(
+                "KernelRank: the fitted scorer gives non-finite training scores (overflow in "
+                "float32); rescale X (e.g. sklearn.preprocessing.StandardScaler) or lower "
+                "learning_rate.")
+        from jaxrank._src.base import warn_tied_scores
+
+        warn_tied_scores(self, s[:, None], np.ones((1, s.shape[0]), bool), stacklevel=2)
         self.intercept_ = np.array(
             [-0.5 * (s[y01].mean() + s[~y01].mean())], np.float32
         )

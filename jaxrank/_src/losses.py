@@ -88,7 +88,8 @@ def _zero_cotangent(x):
 def _ap_hinge_fn(kp, method):
     # NaN where a score of the items of ``where`` (p[1]) is NaN.
     return _structured_hinge(
-        lambda s, p: inference.ap_oracle(s, p[0], p[1], kp=kp, method=method),
+        lambda s, p: inference.ap_oracle(jnp.where(p[1], s, 0), p[0], p[1], kp=kp,
+                                         method=method),
         lambda s, p: jnp.any(jnp.isnan(s) & p[1]))
 
 
@@ -133,6 +134,8 @@ def ap_hinge_loss(scores, labels, *, where=None, method="select"):
     inference._check_method(method)
     scores, positive, valid, kp = inference._layout(scores, labels, where, "ap_hinge_loss")
     h = _ap_hinge_fn(kp, method)
+    # Masked scores are replaced by 0 inside the oracle call only (p[1] is
+    # ``where``): NaN there neither reaches the kernel nor the value.
     fn = lambda s, p, v: h(s, (p, v))  # noqa: E731
     for _ in range(scores.ndim - 1):
         fn = jax.vmap(fn)
@@ -165,9 +168,9 @@ def hinge_loss(scores, labels, *, where=None, pos_weight=1.0):
     References:
         Cortes & Vapnik 1995; the binary SVM baseline of Mohapatra et al. 2014.
     """
-    if not np.isscalar(pos_weight) or not pos_weight > 0:
-        raise ValueError(f"pos_weight must be a positive number; got {pos_weight!r}.")
-    scores, positive, valid, _ = inference._layout(scores, labels, where, "hinge_loss")
+    inference._check_pos_weight(pos_weight)
+    scores, positive, valid, _ = inference._layout(scores, labels, where, "hinge_loss",
+                                                   both_classes=False)
     return _hinge_sum(scores, positive, jnp.broadcast_to(valid, scores.shape),
                       jnp.asarray(pos_weight, scores.dtype))
 
