@@ -285,6 +285,11 @@ def test_bad_inputs(data):
         jaxrank.HOAPSVM(init_C=0.0).fit(X, y, edges=e)
     with pytest.raises(ValueError, match="init"):
         jaxrank.HOAPSVM(init="apsvm").fit(X, y, edges=e)
+    # features beyond what the float32 solver can resolve: an error, not a
+    # silently non-ranking model (issue 9)
+    for cls in (jaxrank.HOBSVM, jaxrank.HOAPSVM):
+        with pytest.raises(ValueError, match="Rescale X"):
+            cls().fit(X * 1e-20, y, edges=e)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -88,13 +88,16 @@ from jaxrank._src import graph as G
 from jaxrank._src.base import (
     StructuredSVM,
     _print_progress,
+    check_feature_scale,
     check_positive_float32,
     choose_batch_size,
     fit_batch,
     fit_one,
     labels_to_tasks,
+    max_row_norm,
     report_progress,
     resolve_devices,
+    warn_tied_scores,
     warn_unconverged,
 )
 from jaxrank._src.features import Design, design
@@ -533,6 +536,11 @@ class _HighOrderSVM(StructuredSVM):
         self._check_params()
         t0 = time.perf_counter()
         data, positive, classes, multi, _ = self._prepare(X, y, None, edges=edges)
+        # The unary rows bound the float32 range as for every structured SVM
+        # (the pairwise features exp(-(z_i - z_j)^2) lie in [0, 1]).
+        R = max_row_norm(data.X)
+        check_feature_scale(R, float(self.C))
+        self._fit_scale = (R, float(self.C))
         where = np.ones(positive.shape, bool)
         problems, static = self._problems(data, positive, where, None)
         model = self._model(static)
@@ -547,6 +555,12 @@ class _HighOrderSVM(StructuredSVM):
         self._set_fitted(res, extras, classes, multi, data, positive)
         self.fit_time_ = time.perf_counter() - t0
         warn_unconverged(self, res)
+        if not np.any(self.pairwise_coef_):
+            # No pairwise term: the ranking is the unary scores', so tied
+            # unary training scores mean the model does not rank.
+            S = np.asarray(data.X @ jnp.asarray(self.coef_.T), np.float32)
+            S = S + np.asarray(self.intercept_, np.float32)[None, :]
+            warn_tied_scores(self, S, where, R, float(self.C), stacklevel=3)
         return self
 
     def _set_fitted(self, res, extras, classes, multi, data, positive, where=None):
