@@ -1009,7 +1009,28 @@ _COMMON_ATTRS = """
         fit_time_: seconds."""
 
 
-class LatentAPSVM(LatentEstimator):
+class _APLatentEstimator(LatentEstimator):
+    """Parameters shared by the AP-loss latent models (:class:`LatentAPSVM`, :class:`LatentSSVM`)."""
+
+    _parameter_constraints = {
+        **LatentEstimator._parameter_constraints,
+        "inference": [StrOptions(set(METHODS))],
+    }
+    _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
+
+    def __init__(self, C=1.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
+                 random_state=None, max_iter=1000, verbose=False):
+        self.C = C
+        self.inference = inference
+        self.max_outer_iter = max_outer_iter
+        self.tol = tol
+        self.n_init = n_init
+        self.random_state = random_state
+        self.max_iter = max_iter
+        self.verbose = verbose
+
+
+class LatentAPSVM(_APLatentEstimator):
     __doc__ = r"""Latent AP-SVM (Behl et al. 2014): AP-SVM over bags of candidates, by CCCP.
 
     Prediction (eqs. (6)-(7)): each bag is scored by its best candidate,
@@ -1080,28 +1101,11 @@ class LatentAPSVM(LatentEstimator):
         "minus the midpoint of the two classes' mean training bag scores (used "
         "only by ``predict``; AP ignores it).", "problem (8)"))
 
-    _parameter_constraints = {
-        **LatentEstimator._parameter_constraints,
-        "inference": [StrOptions(set(METHODS))],
-    }
-    _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
-
-    def __init__(self, C=1.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
-                 random_state=None, max_iter=1000, verbose=False):
-        self.C = C
-        self.inference = inference
-        self.max_outer_iter = max_outer_iter
-        self.tol = tol
-        self.n_init = n_init
-        self.random_state = random_state
-        self.max_iter = max_iter
-        self.verbose = verbose
-
     def _model(self, static):
         return LatentAPModel(kp=int(static["max_pos"]), method=self.inference)
 
 
-class LatentSSVM(LatentEstimator):
+class LatentSSVM(_APLatentEstimator):
     __doc__ = r"""Latent structural SVM with the AP loss (problem (5); the paper's baseline).
 
     Minimises::
@@ -1134,23 +1138,6 @@ class LatentSSVM(LatentEstimator):
     """.replace("{_COMMON_ARGS}", _COMMON_ARGS).replace("{ATTRS}", _attrs(
         "minus the midpoint of the two classes' mean training bag scores.",
         "problem (5) with the approximate inference"))
-
-    _parameter_constraints = {
-        **LatentEstimator._parameter_constraints,
-        "inference": [StrOptions(set(METHODS))],
-    }
-    _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
-
-    def __init__(self, C=1.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
-                 random_state=None, max_iter=1000, verbose=False):
-        self.C = C
-        self.inference = inference
-        self.max_outer_iter = max_outer_iter
-        self.tol = tol
-        self.n_init = n_init
-        self.random_state = random_state
-        self.max_iter = max_iter
-        self.verbose = verbose
 
     def _model(self, static):
         return LatentSSVMModel(kp=int(static["max_pos"]), method=self.inference)
