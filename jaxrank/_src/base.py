@@ -851,6 +851,28 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
                   flush=True)
         return self
 
+    def _set_solver_attributes(self, res, extras, classes, multi, n_features):
+        """The attributes every estimator shares, from a FitResult with a leading [T] axis.
+
+        ``classes_``, ``multi_output_``, ``n_features_in_``, ``n_iter_``,
+        ``objective_``, ``dual_objective_``, ``converged_`` (scalars for a
+        single task, ``[T]`` arrays otherwise), then the estimator's own
+        ``_fitted_extras``.
+        """
+        self.classes_ = classes
+        self.multi_output_ = bool(multi)
+        self.n_features_in_ = int(n_features)
+
+        def pick(a, cast=float):
+            a = np.asarray(a)
+            return a.copy() if multi else cast(a[0])
+
+        self.n_iter_ = pick(res.num_steps, int)
+        self.objective_ = pick(res.objective)
+        self.dual_objective_ = pick(res.dual)
+        self.converged_ = pick(res.converged, bool)
+        self._fitted_extras(extras, pick)
+
     def _set_fitted(self, res, extras, classes, multi, data, positive, where=None, *,
                     n_features=None):
         """Fitted attributes from a FitResult with a leading [T] axis.
@@ -876,19 +898,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             mid = [0.5 * (S[positive[t] & where[t], t].mean()
                           + S[~positive[t] & where[t], t].mean()) for t in range(W.shape[0])]
             self.intercept_ = -np.asarray(mid, np.float32)
-        self.classes_ = classes
-        self.multi_output_ = bool(multi)
-        self.n_features_in_ = d
-
-        def pick(a, cast=float):
-            a = np.asarray(a)
-            return a.copy() if multi else cast(a[0])
-
-        self.n_iter_ = pick(res.num_steps, int)
-        self.objective_ = pick(res.objective)
-        self.dual_objective_ = pick(res.dual)
-        self.converged_ = pick(res.converged, bool)
-        self._fitted_extras(extras, pick)
+        self._set_solver_attributes(res, extras, classes, multi, d)
         # Scores as decision_function computes them (float32, intercept
         # included): a model whose training scores all tie does not rank.
         S = S.astype(np.float32) + np.asarray(self.intercept_, np.float32)[None, :]

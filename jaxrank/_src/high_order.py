@@ -576,19 +576,7 @@ class _HighOrderSVM(StructuredSVM):
         self.pairwise_coef_ = (feats.eta * w2[:, :d]).astype(np.float32)
         self.pairwise_intercept_ = (feats.eta * w2[:, d] if feats.intercept
                                     else np.zeros(W.shape[0])).astype(np.float32)
-        self.classes_ = classes
-        self.multi_output_ = bool(multi)
-        self.n_features_in_ = d
-
-        def pick(a, cast=float):
-            a = np.asarray(a)
-            return a.copy() if multi else cast(a[0])
-
-        self.n_iter_ = pick(res.num_steps, int)
-        self.objective_ = pick(res.objective)
-        self.dual_objective_ = pick(res.dual)
-        self.converged_ = pick(res.converged, bool)
-        self._fitted_extras(extras, pick)
+        self._set_solver_attributes(res, extras, classes, multi, d)
         return self
 
     def _scores(self, W, data):
