@@ -723,15 +723,23 @@ class LatentEstimator(StructuredSVM):
 
     # -- CCCP -----------------------------------------------------------------
 
-    def _solve(self, model, data, problems, C, K, batch_size, devices):
+    def _solve(self, model, data, problems, C, K, batch_size, devices, w0):
+        """One convex step of every run, warm-started at its previous iterate ``w0 [K, dim]``.
+
+        The first solver iteration evaluates the convex upper bound at ``w0``,
+        where it equals the non-convex objective (8) (the imputation was made
+        there), so the step's result never has a higher objective than ``w0``:
+        CCCP's objective decreases even when a step stops at ``max_iter``.
+        """
         tol = jnp.float32(self.tol)
+        w0 = jnp.asarray(w0, jnp.float32)
         if K == 1:
             res = fit_one(model, data, _take(problems, 0), C=C[0], tol=tol,
                           max_iter=int(self.max_iter),
-                          callback=_print_progress if self.verbose else None)
+                          callback=_print_progress if self.verbose else None, w0=w0[0])
             return jax.tree_util.tree_map(lambda a: a[None], res)
         return fit_batch(model, data, problems, C, tol=tol, max_iter=int(self.max_iter),
-                         batch_size=batch_size, devices=devices, callback=None)
+                         batch_size=batch_size, devices=devices, callback=None, w0=w0)
 
     def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None):
@@ -774,12 +782,15 @@ class LatentEstimator(StructuredSVM):
         conv = np.ones(K, bool)
         n_outer = np.zeros(K, np.int64)
         hit_max = np.zeros(K, bool)
+        w_prev = np.zeros((K, model.dim(data)), np.float32)  # w = 0 at the first step
         for t in range(T_out):
             run = probs
             if not active.all():
                 run = probs._replace(where=jnp.where(jnp.asarray(active)[:, None], probs.where,
                                                      False))
-            res = self._solve(model, data, run, Ck, K, batch_size, devices)
+            res = self._solve(model, data, run, Ck, K, batch_size, devices,
+                              np.where(active[:, None], w_prev, 0))
+            w_prev = np.asarray(res.w, np.float32)
             new, obj, changed = cccp_update(model, data, probs, res.w, Ck)
             obj, changed = np.asarray(obj, np.float64), np.asarray(changed)
             W, dual = np.asarray(res.w), np.asarray(res.dual, np.float64)
@@ -999,10 +1010,10 @@ _COMMON_ATTRS = """
         converged_: whether every convex step of the kept run reached ``tol``.
         n_outer_iter_: CCCP iterations of the kept run.
         cccp_objectives_: ``[n_outer_iter_]`` float64, the objective after every
-            outer iteration of the kept run. CCCP cannot increase it beyond the
-            convex step's certified gap: ``cccp_objectives_[t] <=
-            cccp_objectives_[t - 1] + cccp_gaps_[t]`` (``<= tol`` relative when
-            the step converged).
+            outer iteration of the kept run. Non-increasing (up to float32
+            rounding), converged steps or not: every convex step is
+            warm-started at the previous iterate, where its upper bound equals
+            this objective, and never returns a point above its start.
         cccp_gaps_: ``[n_outer_iter_]`` float64, certified duality gap
             (objective minus dual bound) of every convex step.
         init_objectives_: ``[n_init]`` final objective of every initialisation.
