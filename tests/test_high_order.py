@@ -199,8 +199,9 @@ def test_cccp_objective_is_non_increasing(hoap):
     h = hoap
     F, gaps = h.cccp_objectives_, h.cccp_gaps_
     assert len(F) == h.n_cccp_iter_ + 1 >= 3
-    for t in range(len(F) - 1):
-        assert F[t + 1] <= F[t] + gaps[t] + 1e-5 * F[t]
+    assert np.any(gaps > 1e-4 * F[1:])  # some step stopped unconverged (max_iter=100) ...
+    for t in range(len(F) - 1):  # ... and still no increase: warm-started at W_t
+        assert F[t + 1] <= F[t] + 1e-5 * F[t]
     assert F[-1] < F[0]  # CCCP moved from the HOB-SVM initialisation
     assert np.all(h.pairwise_coef_ <= 0) and np.all(h.pairwise_intercept_ <= 0)  # w2 <= 0
 

@@ -38,8 +38,10 @@ scores of Proposition 5, ``sbar_i = mbar_i^+ - m_i^-`` (positives) and
 ``sbar_j = m_j^+ - mbar_j^-`` (negatives), with ``m`` the max-marginals at
 the current ``w`` (their labelings give the plane) and ``mbar`` the fixed
 labelings' scores. The objective (16) after every convex step is
-``cccp_objectives_``; it is non-increasing up to the certified duality gap of
-each step.
+``cccp_objectives_``; it is non-increasing (up to float32 rounding) even
+when a step stops at ``max_iter``: each convex step is warm-started at the
+current ``w``, where its bound (17) equals (16), and never returns a point
+above its start.
 
 **Per-component linearisation.** ``s_i`` depends only on ``i``'s connected
 component (other components add the same maximum to ``m_i^+`` and
@@ -757,23 +759,28 @@ def _w2_block(feats, static):
     return (2 * k, 3 * k)
 
 
-def _run_fits(est, model, data, problems, C, *, single, batch_size=None, progress=None):
+def _run_fits(est, model, data, problems, C, *, single, batch_size=None, progress=None,
+              w0=None):
     """``M`` solver fits (one jitted call): ``fit_one`` or the work queue on one device.
 
     Graph cuts run on the host through ``pure_callback``; the fits of a batch
-    share one device (the callbacks run one after the other anyway).
+    share one device (the callbacks run one after the other anyway). ``w0``:
+    optional ``[M, dim]`` warm starts (:func:`jaxrank.solvers.fit`).
     """
     tol = jnp.float32(est.tol)
+    if w0 is not None:
+        w0 = jnp.asarray(w0, jnp.float32)
     if single:
         one = jax.tree_util.tree_map(lambda a: a[0], problems)
         res = fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(est.max_iter),
-                      callback=_print_progress if est.verbose else None)
+                      callback=_print_progress if est.verbose else None,
+                      w0=None if w0 is None else w0[0])
         return jax.tree_util.tree_map(lambda a: a[None], res), {}
     devices = resolve_devices(1)
     bs = choose_batch_size(batch_size, C.shape[0], model.dim(data), 1, model.cache)
     res = fit_batch(model, data, problems, C, tol=tol, max_iter=int(est.max_iter),
                     batch_size=bs, devices=devices,
-                    callback=report_progress if progress else None)
+                    callback=report_progress if progress else None, w0=w0)
     return res, {}
 
 
@@ -828,10 +835,9 @@ class HOAPSVM(_HighOrderSVM):
             K]`` for a 2-D ``y``, each row padded with its last value).
         n_cccp_iter_: CCCP steps made (int; ``[T]``).
         cccp_gaps_: certified duality gap (objective - dual) of each convex
-            step: ``cccp_objectives_[t + 1] <= cccp_objectives_[t] +
-            cccp_gaps_[t]`` (CCCP descent up to the inexact solves). The
-            fitted weights are the iterate of lowest objective (16) (an
-            inexact step can go up).
+            step. ``cccp_objectives_`` does not increase, converged steps or
+            not (warm starts); the fitted weights are the iterate of lowest
+            objective (16).
         objective_, dual_objective_, n_iter_, converged_: of the last convex
             problem (17).
 
@@ -926,8 +932,10 @@ class HOAPSVM(_HighOrderSVM):
         for t in range(int(self.cccp_max_iter)):
             ybar = _linearise(W, data, pos, where, features=feats, graph_method=gm)
             probs = problems._replace(ybar=ybar)
+            # Warm start at W, where the convex bound (17) is tight: the step
+            # never returns a point above (16) at W, converged or not.
             res, _ = _run_fits(self, model, data, probs, C, single=single,
-                               batch_size=batch_size, progress=progress)
+                               batch_size=batch_size, progress=progress, w0=W)
             W_new = res.w
             F_new = np.asarray(objective(W_new, C), np.float64)
             res_np = jax.tree_util.tree_map(np.asarray, res)
