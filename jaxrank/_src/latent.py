@@ -64,11 +64,14 @@ from jaxrank._src.apsvm import query_layout
 from jaxrank._src.base import (
     StructuredSVM,
     _print_progress,
+    check_feature_scale,
     choose_batch_size,
     fit_batch,
     fit_one,
     labels_to_tasks,
+    max_row_norm,
     resolve_devices,
+    warn_unconverged,
 )
 from jaxrank._src.features import Intercept, design
 from jaxrank._src.inference import METHODS, ap_oracle
@@ -646,6 +649,8 @@ class LatentEstimator(StructuredSVM):
 
     def _prepare_bags(self, X, y, bags, known=None, where=None, reset=True):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=reset)
+        # The float32 range of the candidate rows, before any fit (C R: in fit / sweep).
+        check_feature_scale(max_row_norm(X))
         n = X.shape[0]
         bags = check_bags(bags, n)
         known = _check_instance_mask(known, n, "known")
@@ -886,6 +891,9 @@ class LatentEstimator(StructuredSVM):
         self._check_params()
         t0 = time.perf_counter()
         data, positive, classes = self._prepare_bags(X, y, bags, known, where)
+        R = max_row_norm(data.X)
+        check_feature_scale(R, float(self.C))
+        self._fit_scale = (R, float(self.C))
         where_b = np.ones(positive.shape, bool)
         problems, static = self._problems(data, positive, where_b, None)
         model = self._model(static)
@@ -900,11 +908,10 @@ class LatentEstimator(StructuredSVM):
         self._set_fitted(res, extras, classes, False, data, positive)
         self.fit_time_ = time.perf_counter() - t0
         if not self.converged_:
-            warnings.warn(
-                f"{type(self).__name__}: a convex step (problem solved with the latent "
-                f"variables fixed) stopped at max_iter={self.max_iter} before its relative "
-                f"duality gap reached tol={self.tol:g}; standardise the features or increase "
-                "max_iter.", ConvergenceWarning, stacklevel=2)
+            # The gap of the worst convex step (not of the non-convex objective).
+            worst = float(np.max(self.cccp_gaps_))
+            step = res._replace(objective=np.asarray(res.dual) + worst)
+            warn_unconverged(self, step, " (a convex CCCP step, latent variables fixed)")
         if bool(np.asarray(extras["_hit_max_outer"])[0]):
             warnings.warn(
                 f"{type(self).__name__}: CCCP stopped at max_outer_iter={self.max_outer_iter} "
