@@ -487,6 +487,16 @@ def fit(
             a model with neither an oracle nor hinge terms, ``w0`` not of
             shape ``[dim]``.
 
+    Data-parallel fits: when the design's rows (and optionally the
+    problem's per-sample arrays) are a ``jax.Array`` sharded over a mesh
+    axis, the same call runs on every device of that mesh: XLA's SPMD
+    partitioner splits ``X w`` and ``X^T c`` by rows (the partial planes are
+    all-reduced) and gathers the ``[n]`` scores for the inference, which
+    runs replicated. Across hosts, start JAX's multi-controller runtime
+    (``jax.distributed.initialize``) and build the global array with
+    ``jax.make_array_from_process_local_data`` (README, "Data-parallel
+    fits"). The result is replicated.
+
     References:
         Shalev-Shwartz, Singer, Srebro, "Pegasos", ICML 2007;
         Lacoste-Julien, Jaggi, Schmidt, Pletscher, "Block-coordinate
