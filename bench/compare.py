@@ -400,10 +400,11 @@ def main(argv=None):
                    help="run even if the new tree's native DCD kernel is not built")
     p.add_argument("--script-rounds", action="append", default=[], metavar="SCRIPT=N",
                    help="rounds of one script (overrides --rounds for it), e.g. sweep=1")
-    p.add_argument("--reuse", action="store_true",
-                   help="keep the OLD code's outputs already in WORKDIR/runs (a run is "
-                   "reused when its .out parses to figures; the old code does not change), "
-                   "run the rest")
+    p.add_argument("--reuse", choices=("old", "all"), default=None,
+                   help="keep outputs already in WORKDIR/runs instead of running again (a run "
+                   "is reused when its .out parses to figures): 'old' those of the old code "
+                   "(which does not change), 'all' also the new tree's (only if it is unchanged "
+                   "since)")
     p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     p.add_argument("--cleanup", action="store_true", help="remove the old worktree at the end")
     args = p.parse_args(argv)
@@ -466,7 +467,7 @@ def main(argv=None):
                 base = f"{s}.{side}.{r}"
                 out, err = runs_dir / f"{base}.out", runs_dir / f"{base}.err"
                 cmd = command(s, tree, side, mode, runs_dir / f"{base}.md", override.get(s))
-                reused = bool(args.reuse and side == "old" and out.exists()
+                reused = bool(args.reuse in ("all", side) and out.exists()
                               and PARSERS[s](out.read_text()))
                 if reused:
                     rc, dt = 0, float("nan")
