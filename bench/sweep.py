@@ -246,7 +246,8 @@ def inference_times(X, Y, C, C_svm, appx_max_iter=300):
         svm = jaxrank.BinarySVM(C=C_svm).fit(X, y)
         ap = jaxrank.APSVM(C=C).fit(X, y)
         appx = jaxrank.APSVMApprox(C=C, k=0.5, C_binary=C_svm, max_iter=appx_max_iter).fit(X, y)
-        s0 = np.asarray(Xj @ jnp.asarray(appx.w0_[0]))
+        # First-stage scores, with its offset (APSVMApprox fits one in both stages).
+        s0 = np.asarray(Xj @ jnp.asarray(appx.w0_[0])) + float(appx.w0_intercept_[0])
         easy, diff = appx_split(s0, y > 0, 0.5)
         assert int(easy.sum()) == int(appx.n_easy_), (int(easy.sum()), appx.n_easy_)
         easy, diff = jnp.asarray(easy), jnp.asarray(diff)
