@@ -58,6 +58,7 @@ import json
 import os
 import platform
 import re
+import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -79,6 +80,7 @@ from jaxrank.graph import graph_layout, has_c_extension, layout_max_marginals
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "bench" / "results" / "high_order.md"
+MAX_EXTEND = 3  # decades the edge rule may add below / above a model's C grid
 HOAP_INIT_C = 0.001  # C of the HOB-SVM initialisation of HOAP-SVM (HOB-SVM's scale)
 GROUPS = ("comp.graphics", "rec.autos", "sci.med", "sci.space", "talk.politics.guns")
 
@@ -215,23 +217,51 @@ def run_dataset(title, Xtr, ytr, etr, Xte, yte, ete, names, *, test_on_all=None,
     Yte = np.stack([(yte == t).astype(int) for t in range(T)], 1)
     folds = list(StratifiedKFold(2, shuffle=True, random_state=0).split(Xtr, ytr))
     models = graph_models(quick)
-    table, chosen, info = {}, {}, {}
+    table, chosen, info, grids, detail = {}, {}, {}, {}, {}
     for name, (make, Cs, etas) in models.items():
         t0 = time.perf_counter()
-        grid = [(C, e) for C in Cs for e in etas]
-        val = np.zeros((len(grid), T))
-        for gi, (C, eta) in enumerate(grid):
-            for tr, va in folds:
-                keep = np.zeros(len(ytr), bool)
-                keep[tr] = True
-                s, _ = fit_scores(name, make, C, eta, Xtr[tr], Ytr[tr], induced(etr, keep),
-                                  Xtr, etr)
-                val[gi] += [average_precision_score(Ytr[va, t], s[va, t]) for t in range(T)]
-            log(f"  {title} {name} C={C} eta={eta}: mean val AP {val[gi].mean() / 2:.4f} "
-                f"({time.perf_counter() - t0:.0f} s)")
+        grid, val = [], []
+
+        def evaluate(C):
+            for eta in etas:
+                v = np.zeros(T)
+                for tr, va in folds:
+                    keep = np.zeros(len(ytr), bool)
+                    keep[tr] = True
+                    s, _ = fit_scores(name, make, C, eta, Xtr[tr], Ytr[tr],
+                                      induced(etr, keep), Xtr, etr)
+                    v += [average_precision_score(Ytr[va, t], s[va, t]) for t in range(T)]
+                grid.append((C, eta))
+                val.append(v)
+                log(f"  {title} {name} C={C:g} eta={eta}: mean val AP {v.mean() / 2:.4f} "
+                    f"({time.perf_counter() - t0:.0f} s)")
+
+        for C in Cs:
+            evaluate(C)
+        # Edge rule: while more than half of the tasks pick the grid's smallest
+        # (largest) C, add the next decade below (above), at most MAX_EXTEND
+        # decades per edge; the chosen C is then interior for most tasks.
+        ext = {"low": 0, "high": 0}
+        while True:
+            best_C = np.array([grid[b][0] for b in np.argmax(np.stack(val), axis=0)])
+            lo, hi = min(c for c, _ in grid), max(c for c, _ in grid)
+            if np.sum(best_C == lo) > T / 2 and ext["low"] < MAX_EXTEND:
+                ext["low"] += 1
+                log(f"  {title} {name}: {np.sum(best_C == lo)}/{T} tasks at the lowest C "
+                    f"{lo:g}; adding {lo / 10:g}")
+                evaluate(lo / 10)
+            elif np.sum(best_C == hi) > T / 2 and ext["high"] < MAX_EXTEND:
+                ext["high"] += 1
+                log(f"  {title} {name}: {np.sum(best_C == hi)}/{T} tasks at the highest C "
+                    f"{hi:g}; adding {hi * 10:g}")
+                evaluate(hi * 10)
+            else:
+                break
+        val = np.stack(val)
+        grids[name] = sorted({c for c, _ in grid})
         best = np.argmax(val, axis=0)
         ap = np.zeros(T)
-        g_all = []
+        g_all, c_all, cccp = [0.0] * T, [False] * T, [None] * T
         for gi in np.unique(best):
             C, eta = grid[gi]
             if test_on_all is not None:
@@ -241,18 +271,29 @@ def run_dataset(title, Xtr, ytr, etr, Xte, yte, ete, names, *, test_on_all=None,
             else:
                 s, est = fit_scores(name, make, C, eta, Xtr, Ytr, etr, Xte, ete)
             g = gaps(est)
+            conv = np.atleast_1d(est.converged_)
             for t in np.flatnonzero(best == gi):
                 ap[t] = average_precision_score(Yte[:, t], s[:, t])
-                g_all.append(g[t] if g.size == T else g[0])
+                g_all[t] = float(g[t] if g.size == T else g[0])
+                c_all[t] = bool(conv[t] if conv.size == T else conv[0])
+                if name == "HOAP-SVM":
+                    F = np.atleast_2d(est.cccp_objectives_)
+                    sg = np.atleast_2d(est.cccp_gaps_)
+                    cccp[t] = {"objectives": F[t if F.shape[0] == T else 0].tolist(),
+                               "gaps": sg[t if sg.shape[0] == T else 0].tolist()}
         table[name] = ap
         chosen[name] = [grid[b] for b in best]
-        info[name] = (time.perf_counter() - t0, float(np.median(g_all)))
+        info[name] = (time.perf_counter() - t0, float(np.median(g_all)), int(sum(c_all)))
+        detail[name] = {"gaps": g_all, "converged": c_all, "grid": grids[name]}
+        if name == "HOAP-SVM":
+            detail[name]["cccp"] = cccp
         log(f"{title} {name}: test AP {np.round(ap, 4).tolist()} mean {ap.mean():.4f} "
-            f"({info[name][0]:.0f} s, median gap {info[name][1]:.2e})")
-    return table, chosen, info
+            f"({info[name][0]:.0f} s, median gap {info[name][1]:.2e}, "
+            f"{info[name][2]}/{T} converged; gaps {np.round(g_all, 4).tolist()})")
+    return table, chosen, info, detail
 
 
-def results_md(title, names, table, chosen, info):
+def results_md(title, names, table, chosen, info, detail=None):
     cols = list(table)
     lines = [f"### {title}", "", "| task | " + " | ".join(cols) + " |",
              "|---|" + "---:|" * len(cols)]
@@ -269,10 +310,25 @@ def results_md(title, names, table, chosen, info):
         lo = int(np.sum(table[a] < table[b]))
         lines.append(f"* {a} vs {b}: {w} wins, {lo} losses of {len(names)}")
     lines += ["", "Chosen (C, eta) per task and wall time (CV + refit):", ""]
+    detail = detail or {}
     for c in cols:
         ch = ", ".join(f"({C:g}, {e:g})" if e is not None else f"{C:g}" for C, e in chosen[c])
+        conv = f", {info[c][2]}/{len(names)} converged" if len(info[c]) > 2 else ""
+        grid = ""
+        if c in detail:
+            grid = "; C grid " + ", ".join(f"{g:g}" for g in detail[c]["grid"])
         lines.append(f"* {c}: {ch}; {info[c][0]:.0f} s; median certified relative gap "
-                     f"{info[c][1]:.2e}")
+                     f"{info[c][1]:.2e}{conv}{grid}")
+    if "HOAP-SVM" in detail and "cccp" in detail["HOAP-SVM"]:
+        lines += ["", "HOAP-SVM refits: CCCP objective (16) at w_0, w_1, ... and the certified "
+                  "gap of each convex step (17) divided by (16) after the step:", ""]
+        for nm, d in zip(names, detail["HOAP-SVM"]["cccp"]):
+            if d is None:
+                continue
+            F, g = d["objectives"], d["gaps"]
+            rel = [gg / max(abs(f), 1e-30) for gg, f in zip(g, F[1:])]
+            lines.append(f"* {nm}: objectives " + ", ".join(f"{f:.4g}" for f in F)
+                         + "; step gaps " + ", ".join(f"{r:.2e}" for r in rel))
     return "\n".join(lines) + "\n"
 
 
@@ -397,8 +453,9 @@ def write_md(cache, path):
             c = cache[key]
             table = {k: np.asarray(v) for k, v in c["table"].items()}
             chosen = {k: [tuple(x) for x in v] for k, v in c["chosen"].items()}
-            out.write(results_md(f"{title}; part took {c['seconds']:.0f} s", c["names"],
-                                 table, chosen, c["info"]) + "\n")
+            out.write(results_md(f"{title}; part took {c['seconds']:.0f} s (load average "
+                                 f"{c['load'][0]:.1f} at start, {c['load'][1]:.1f} at end)",
+                                 c["names"], table, chosen, c["info"], c.get("detail")) + "\n")
     if "timing" in cache:
         out.write("## Max-marginals: time per call (all n flipped cuts), vs graph size\n\n")
         out.write("Cora subgraphs grown by breadth-first search in the largest component; "
@@ -430,6 +487,8 @@ def main():
     def save(part, value, t0, load0):
         value["seconds"] = time.perf_counter() - t0
         value["load"] = [load0, os.getloadavg()[0]]
+        value["uptime_end"] = subprocess.run(["uptime"], capture_output=True,
+                                             text=True).stdout.strip()
         value["quick"] = bool(args.quick)
         cache[part] = value
         cache_path.write_text(json.dumps(cache, indent=1))
@@ -451,11 +510,11 @@ def main():
     keep[tr] = True
     if args.only in ("all", "cora"):
         t0, l0 = time.perf_counter(), os.getloadavg()[0]
-        table, chosen, info = run_dataset("Cora", Z[tr], y[tr], induced(edges, keep), Z[te],
+        table, chosen, info, detail = run_dataset("Cora", Z[tr], y[tr], induced(edges, keep), Z[te],
                                           y[te], None, names, test_on_all=(Z, edges, te),
                                           quick=args.quick, log=log)
         save("cora", {"names": names, "table": {k: v.tolist() for k, v in table.items()},
-                      "chosen": chosen, "info": info}, t0, l0)
+                      "chosen": chosen, "info": info, "detail": detail}, t0, l0)
     if args.only in ("all", "news") and not args.quick:
         t0, l0 = time.perf_counter(), os.getloadavg()[0]
         d = load_threads()
@@ -463,10 +522,10 @@ def main():
         Xte, yte, ete = d["test"]
         log(f"20news threads: train {Xtr.shape} ({len(etr)} edges), test {Xte.shape} "
             f"({len(ete)} edges)")
-        table, chosen, info = run_dataset("20news threads", Xtr, ytr, etr, Xte, yte, ete,
+        table, chosen, info, detail = run_dataset("20news threads", Xtr, ytr, etr, Xte, yte, ete,
                                           list(GROUPS), quick=args.quick, log=log)
         save("news", {"names": list(GROUPS), "table": {k: v.tolist() for k, v in table.items()},
-                      "chosen": chosen, "info": info}, t0, l0)
+                      "chosen": chosen, "info": info, "detail": detail}, t0, l0)
     log(f"total {time.perf_counter() - t_all:.0f} s")
 
 
