@@ -297,8 +297,9 @@ def run_dataset(title, Xtr, ytr, etr, Xte, yte, ete, names, *, test_on_all=None,
                 if name == "HOAP-SVM":
                     F = np.atleast_2d(est.cccp_objectives_)
                     sg = np.atleast_2d(est.cccp_gaps_)
-                    cccp[t] = {"objectives": F[t if F.shape[0] == T else 0].tolist(),
-                               "gaps": sg[t if sg.shape[0] == T else 0].tolist()}
+                    k = int(np.atleast_1d(est.n_cccp_iter_)[t if F.shape[0] == T else 0])
+                    cccp[t] = {"objectives": F[t if F.shape[0] == T else 0][:k + 1].tolist(),
+                               "gaps": sg[t if sg.shape[0] == T else 0][:k].tolist()}
         table[name] = ap
         chosen[name] = [grid[b] for b in best]
         info[name] = (time.perf_counter() - t0, float(np.median(g_all)), int(sum(c_all)))
@@ -344,6 +345,10 @@ def results_md(title, names, table, chosen, info, detail=None):
             if d is None:
                 continue
             F, g = d["objectives"], d["gaps"]
+            while len(g) > 1 and g[-1] == 0.0 and F[-1] == F[-2]:
+                # Steps a multi-task fit padded after this task's CCCP stopped
+                # (caches written before only the steps made were stored).
+                F, g = F[:-1], g[:-1]
             rel = [gg / max(abs(f), 1e-30) for gg, f in zip(g, F[1:])]
             lines.append(f"* {nm}: objectives " + ", ".join(f"{f:.4g}" for f in F)
                          + "; step gaps " + ", ".join(f"{r:.2e}" for r in rel))
