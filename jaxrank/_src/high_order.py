@@ -665,7 +665,7 @@ class HOBSVM(_HighOrderSVM):
         C: trade-off ``> 0``. The joint feature vector sums over samples, so the
             useful ``C`` is small: with ``eta = 0`` and ``J = |N|/|P|`` this is a
             binary SVM on unit-scale rows with ``C_svm ~ 4 C |P|^2 / |N|``
-            (module docstring). Cross-validation picked ``1e-4``-``1e-2`` on
+            (module docstring). Cross-validation picked ``1e-5``-``1e-3`` on
             Cora and 20 Newsgroups threads (``bench/results/high_order.md``).
             The 1-slack solver's iterations grow with ``C`` (its planes sum over
             the misclassified samples): about 1000 reach a relative gap of
