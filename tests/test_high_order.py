@@ -305,7 +305,7 @@ def test_bad_inputs(data):
     with pytest.raises(ValueError, match="init_C"):
         jaxrank.HOAPSVM(init_C=0.0).fit(X, y, edges=e)
     with pytest.raises(ValueError, match="init"):
-        jaxrank.HOAPSVM(init="apsvm").fit(X, y, edges=e)
+        jaxrank.HOAPSVM(init="svm").fit(X, y, edges=e)
     # features beyond what the float32 solver can resolve: an error, not a
     # silently non-ranking model (issue 9)
     for cls in (jaxrank.HOBSVM, jaxrank.HOAPSVM):
