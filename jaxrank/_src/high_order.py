@@ -830,7 +830,9 @@ class HOAPSVM(_HighOrderSVM):
     (``cccp_gaps_``): the best objective of a step settles within ~100
     iterations while the dual bound climbs slowly (relative gap 0.75 after
     150 iterations, 0.21 after 600, at ``C = 0.5``, ``eta = 0.1``;
-    ``bench/high_order.py``). Every convex step starts the solver's dual from
+    ``bench/high_order.py``); the slowness comes with the sign constraint
+    ``w2 <= 0`` (without it, at ``eta = 0``, the step converges in 15
+    iterations; ``init="apsvm"`` starts there). Every convex step starts the solver's dual from
     scratch (only ``w`` is warm-started), so more CCCP steps do not shrink
     the gap of the last one; raise ``max_iter`` for a certified step.
 
