@@ -217,32 +217,39 @@ def _sweep(X, y, bags, est, Cs, train):
                              random_state=0, refit="joint")
 
 
-def nested_cv(name, X, bags, y, quick=False, log=print, methods=None):
+def nested_cv(name, X, bags, y, quick=False, log=print, methods=None, on_method=None):
     """Outer 5-fold CV of every method: dict method -> list of fold records.
 
     Per outer fold and method, one ``jaxrank.sweep`` call (``refit="joint"``):
     the inner CV fits of every C and the refits of every C on all training bags
     run in one compiled call (compiled once per dataset and method: the outer
-    folds are ``where`` masks of the same shapes).
+    folds are ``where`` masks of the same shapes). Methods run one after the
+    other (all 5 folds each); ``on_method(method, records)`` is called as soon
+    as a method has finished its 5 folds (the caller saves them, so a run cut
+    short keeps the finished methods).
     """
     ids = np.unique(bags)
     pos_rate = y.mean()
     big = X.shape[0] > BIG
     svm_iter = BIG_SVM_ITER if big else SVM_ITER
     ratio = 1.0 / pos_rate  # (|P| + |N|) / |P|
-    out = {m: [] for m in METHODS + ["APSVM (bag mean)"] if methods is None or m in methods}
+    todo = [m for m in METHODS + ["APSVM (bag mean)"] if methods is None or m in methods]
+    out = {}
     outer = StratifiedKFold(5, shuffle=True, random_state=0)
     inst_bag = np.searchsorted(ids, bags)
-    for f, (tr, te) in enumerate(outer.split(ids, y)):
+    folds = []
+    for tr, te in outer.split(ids, y):
         train = np.zeros(len(ids), bool)
         train[tr] = True
         Xf = standardise(X, train[inst_bag])
-        te_rows = ~train[inst_bag]
         # Bag means of the standardised features (for APSVM on bag means).
         Xm = np.zeros((len(ids), X.shape[1]), np.float32)
         np.add.at(Xm, inst_bag, Xf)
         Xm /= np.bincount(inst_bag)[:, None]
-        for method in out:
+        folds.append((train, te, Xf, ~train[inst_bag], Xm))
+    for method in todo:
+        recs = []
+        for f, (train, te, Xf, te_rows, Xm) in enumerate(folds):
             t0 = time.perf_counter()
             if method == "APSVM (bag mean)":
                 with warnings.catch_warnings():
@@ -281,13 +288,24 @@ def nested_cv(name, X, bags, y, quick=False, log=print, methods=None):
                 m = r.best_estimators[0]
                 ap = m.score(Xf[te_rows], y[te], bags=bags[te_rows])
                 rec = dict(ap=ap, C=r.best_C[0], outer=m.n_outer_iter_,
-                           fits=r.n_fits + len(Cs), w_norm=float(np.linalg.norm(m.coef_)))
+                           fits=r.n_fits + len(Cs))
+            if method != "APSVM (bag mean)":
+                rec.update(w_norm=float(np.linalg.norm(m.coef_)),
+                           objective=float(getattr(m, "objective_", np.nan)),
+                           init_objectives=np.asarray(getattr(m, "init_objectives_", []),
+                                                      np.float64).tolist(),
+                           n_init=SETTINGS["n_init"])
+            rec["inner_cv"] = INNER_CV
             rec["total"] = time.perf_counter() - t0
-            out[method].append(rec)
+            recs.append(rec)
             log(f"  {name} fold {f + 1} {method}: test AP {rec['ap']:.3f} (C={rec['C']:g}"
                 + (f", J={rec['J']:g}x, c={rec['c']:g}" if "J" in rec else "")
                 + (f", {rec['outer']} CCCP iterations" if rec["outer"] else "")
+                + (f", |w|={rec['w_norm']:.3g}" if "w_norm" in rec else "")
                 + f") {rec['total']:.0f} s")
+        out[method] = recs
+        if on_method is not None:
+            on_method(method, recs)
     return out, pos_rate
 
 
@@ -475,7 +493,15 @@ def main():
     p.add_argument("--fresh", action="store_true",
                    help="ignore the raw results cached next to --output (default: update them, "
                    "so parts and datasets can be run separately)")
+    p.add_argument("--n-init", type=int, default=SETTINGS["n_init"],
+                   help="random initialisations of every latent model in the MIL table "
+                   "(lowest objective kept; the paper uses 3-5)")
+    p.add_argument("--inner-cv", type=int, default=INNER_CV,
+                   help="inner CV folds of the MIL table (every method alike)")
     args = p.parse_args()
+    SETTINGS["n_init"] = args.n_init
+    global INNER_CV
+    INNER_CV = args.inner_cv
     parts = set(args.parts.split(","))
     cache_path = Path(args.output).with_suffix(".json")
     cache = {} if args.fresh or not cache_path.exists() else json.loads(cache_path.read_text())
@@ -504,11 +530,20 @@ def main():
                 f"({y.sum()} positive), at most {T_max} per bag")
             t0 = time.perf_counter()
             methods = None if args.methods is None else args.methods.split(",")
-            res, pos_rate = nested_cv(name, X, bags, y, quick=args.quick, log=log,
-                                      methods=methods)
-            table[name] = dict(res=res, pos_rate=pos_rate, shape=X.shape, n_bags=len(y),
-                               seconds=time.perf_counter() - t0)
-            save()
+            # Merge into the cached entry: methods run separately (--methods) keep the others.
+            entry = table.setdefault(name, {})
+            entry.update(pos_rate=float(y.mean()), shape=list(X.shape), n_bags=len(y))
+            entry.setdefault("res", {})
+            entry.setdefault("method_seconds", {})
+
+            def on_method(method, recs, entry=entry):
+                entry["res"][method] = recs
+                entry["method_seconds"][method] = sum(r["total"] for r in recs)
+                entry["seconds"] = sum(entry["method_seconds"].values())
+                save()  # written as soon as a method has its 5 folds
+
+            nested_cv(name, X, bags, y, quick=args.quick, log=log, methods=methods,
+                      on_method=on_method)
 
     if "sweep" in parts:
         results = {}
