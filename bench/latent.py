@@ -705,9 +705,10 @@ def table_report(table):
     if len(full) < len(table) and full:
         out.append(f"| mean over the {len(full)} sets with every method | | " + " | ".join(
             f"{100 * np.mean([_aps(t, c).mean() for t in full]):.1f}" for c in cols) + " |")
+    run = {c: [_aps(t, c).mean() for t in table.values() if _aps(t, c) is not None]
+           for c in cols}
     out.append("| mean over the sets run | | " + " | ".join(
-        f"{100 * np.mean([_aps(t, c).mean() for t in table.values() if _aps(t, c) is not None]):.1f}"
-        for c in cols) + " |")
+        f"{100 * np.mean(run[c]):.1f}" if run[c] else "–" for c in cols) + " |")
     out.append("")
     missing = [d for d in TABLE_ORDER if d not in table]
     if missing:
