@@ -307,6 +307,7 @@ def nested_cv(name, X, bags, y, quick=False, log=print, methods=None, on_method=
                                                       np.float64).tolist(),
                            n_init=SETTINGS["n_init"])
             rec["inner_cv"] = INNER_CV
+            rec["scaler"] = "StandardScaler"
             rec["load"] = list(os.getloadavg())  # 1, 5, 15 min load average at fold end
             rec["total"] = time.perf_counter() - t0
             recs.append(rec)
