@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+import weakref
 from numbers import Integral, Real
 
 import jax
@@ -33,7 +34,13 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxrank._src import solver
-from jaxrank._src.features import Design, Intercept, LinearFeatures, design
+from jaxrank._src.features import (
+    IN_PLACE_MIN_ENTRIES,
+    Design,
+    Intercept,
+    LinearFeatures,
+    design,
+)
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.models import ItemProblem
 
@@ -66,6 +73,9 @@ PAD_MIN_ROWS = 256
 PAD_MIN_COLS = 32
 PAD_MIN_TASKS = 8
 _PAD_SMALL_ENTRIES = 2**16  # the column minimum applies to designs up to this size
+# Dense designs above this many entries are not padded (see fit_buckets); the
+# same size from which fit uses float32 input in place (features.ShiftedRows).
+PAD_MAX_DENSE_ENTRIES = IN_PLACE_MIN_ENTRIES
 
 
 # ---------------------------------------------------------------------------
@@ -193,7 +203,8 @@ def bucket_size(k, minimum=1):
 def pad_design(data, n_rows, n_cols):
     """A :class:`Design` padded with zero rows and zero columns to ``[n_rows, n_cols]``.
 
-    Dense data is copied into the larger array. Sparse data keeps its stored
+    Dense data is copied into the larger array (:func:`fit_buckets` does not
+    pad large dense designs, which are used in place). Sparse data keeps its stored
     entries (only the shape and the CSR row offsets grow), except a small
     padded design (at most 2^16 entries, 256 KB in float32), which is
     densified: the same values, faster kernels at that size, and the same
@@ -204,6 +215,7 @@ def pad_design(data, n_rows, n_cols):
         data = Design(data.X.todense())
     if (n, d) == (n_rows, n_cols):
         return data
+    data = data.materialized()
     if data.sparse:
         from jax.experimental import sparse as jsparse
 
@@ -216,18 +228,26 @@ def pad_design(data, n_rows, n_cols):
     return Design(jnp.pad(data.X, ((0, n_rows - n), (0, n_cols - d))))
 
 
-def fit_buckets(n, d, T):
+def fit_buckets(n, d, T, *, dense=True):
     """Padded ``(rows, columns, tasks)`` of a fit on ``[n, d]`` data with ``T`` tasks.
 
     Rows: :func:`bucket_size` with minimum :data:`PAD_MIN_ROWS`. Columns:
     minimum :data:`PAD_MIN_COLS` for small designs (at most 2^16 padded
     entries; large dense designs are not widened more than 12.5 %). Tasks:
     1 for a single task, else minimum :data:`PAD_MIN_TASKS`.
+
+    A ``dense`` design of more than :data:`PAD_MAX_DENSE_ENTRIES` entries
+    (256 MB in float32) keeps its shape: padding it would copy the data
+    (twice its memory at the peak), and compiling its own program (seconds)
+    is small next to its fit. Sparse designs are padded without copying
+    their entries (:func:`pad_design`).
     """
+    T_pad = 1 if T == 1 else bucket_size(T, PAD_MIN_TASKS)
+    if dense and n * d > PAD_MAX_DENSE_ENTRIES:
+        return n, d, T_pad
     n_pad = bucket_size(n, PAD_MIN_ROWS)
     small = n_pad * PAD_MIN_COLS <= _PAD_SMALL_ENTRIES
     d_pad = bucket_size(d, PAD_MIN_COLS if small else 1)
-    T_pad = 1 if T == 1 else bucket_size(T, PAD_MIN_TASKS)
     return n_pad, d_pad, T_pad
 
 
@@ -344,43 +364,66 @@ fit_batch = jax.jit(
 _SCALE_MAX = math.sqrt(_F32_MAX / 1024)  # about 5.8e17: squares and C-weighted planes fit
 _SCALE_MIN = 2.0**-50  # about 8.9e-16: squares (1e-30) stay normal float32 numbers
 _HARD_MARGIN = 1e6  # C * max ||x||^2 above this: many iterations (close to hard margin)
-_ROW_CHUNK = 1 << 16  # rows per chunk of the host-side row norms
+_CHUNK_ENTRIES = 1 << 22  # entries per chunk of the host-side row norms (32 MB in float64)
 
 
 def max_row_norm(X):
     """``R = max_i ||x_i||`` of a feature matrix, on the host, without overflow.
 
     Args:
-        X: ``[n, d]`` NumPy array, ``scipy.sparse`` matrix or
-            :class:`jaxrank.models.Design` (dense or sparse).
+        X: ``[n, d]`` NumPy array (or ``np.memmap``), ``scipy.sparse`` matrix
+            or :class:`jaxrank.models.Design` (dense or sparse).
 
     Returns:
         float (float64 precision); 0 for an empty or all-zero ``X``.
         Computed on ``X / max|x_ij|`` in float64 chunks of rows, so values
-        near the float32 limits neither overflow nor underflow.
+        near the float32 limits neither overflow nor underflow, and no
+        temporary is larger than a chunk (32 MB). The value of a
+        :class:`Design` made by ``fit`` is remembered (:func:`remember_row_norm`),
+        so the data is read once.
     """
     import scipy.sparse as sp
 
     if isinstance(X, Design):
+        known = _ROW_NORMS.get(X)
+        if known is not None:
+            return known
         if X.sparse:
             vals = np.asarray(X.X.data)
             rows = np.asarray(X.X.indices[:, 0])
             return _sparse_row_norm(vals, rows, X.shape[0])
-        X = np.asarray(X.X)
+        X = np.asarray(X.X)  # a view of the device buffer on a CPU backend
     if sp.issparse(X):
         X = X.tocoo()
         return _sparse_row_norm(np.asarray(X.data), np.asarray(X.row), X.shape[0])
     X = np.asarray(X)
     if X.size == 0:
         return 0.0
-    m = float(np.max(np.abs(X)))
+    if X.dtype.kind == "b":
+        return math.sqrt(float(np.max(np.count_nonzero(X, axis=1))))
+    step = max(1, _CHUNK_ENTRIES // max(X.shape[1], 1))
+    m = 0.0
+    for i in range(0, X.shape[0], step):
+        c = X[i : i + step]
+        m = max(m, float(np.max(c)), -float(np.min(c)))
     if not m > 0:
         return 0.0
     q = 0.0
-    for i in range(0, X.shape[0], _ROW_CHUNK):
-        c = X[i : i + _ROW_CHUNK].astype(np.float64) / m
+    for i in range(0, X.shape[0], step):
+        c = X[i : i + step].astype(np.float64)
+        c /= m
         q = max(q, float(np.max(np.einsum("ij,ij->i", c, c))))
     return m * math.sqrt(q)
+
+
+# R of the Designs that fit made (weak keys: forgotten with the Design).
+_ROW_NORMS = weakref.WeakKeyDictionary()
+
+
+def remember_row_norm(data, R):
+    """Record ``R = max_row_norm(X)`` for the :class:`Design` ``data`` made from ``X``."""
+    _ROW_NORMS[data] = float(R)
+    return data
 
 
 def _sparse_row_norm(vals, rows, n):
@@ -567,7 +610,8 @@ class RankerMixin:
 
     def _validate_X(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+        # X keeps its dtype (no copy of float32 input); design() casts to float32.
+        return validate_data(self, X, accept_sparse="csr", dtype="numeric", reset=False)
 
     def decision_function(self, X):
         """Scores ``X w + b``; higher ranks first.
@@ -585,7 +629,7 @@ class RankerMixin:
             ValueError: wrong number of features, NaN/inf or empty ``X``.
         """
         X = self._validate_X(X)
-        s = np.asarray(design(X) @ jnp.asarray(self.coef_.T, jnp.float32))
+        s = np.asarray(design(X, in_place=True) @ jnp.asarray(self.coef_.T, jnp.float32))
         s = s + np.asarray(self.intercept_, np.float32)[None, :]
         return s if self.multi_output_ else s[:, 0]
 
@@ -767,15 +811,18 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"{type(self).__name__} does not take groups (query ids); APSVM does "
                 "(mean AP over queries).")
-        X, Y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
+        # dtype="numeric": X keeps its dtype here (float32 C-contiguous input is
+        # not copied); design() makes the one float32 copy that other input needs.
+        X, Y = validate_data(self, X, y, accept_sparse="csr", dtype="numeric",
                              multi_output=True, reset=reset, y_numeric=False)
         positive, classes, multi = labels_to_tasks(Y)
         if groups is not None:
             groups = check_groups(groups, X.shape[0])
         # The float32 range of the features (C is checked by fit; jaxrank.sweep
         # fits through this hook too).
-        check_feature_scale(max_row_norm(X))
-        return design(X), positive, classes, multi, groups
+        R = max_row_norm(X)
+        check_feature_scale(R)
+        return remember_row_norm(design(X, in_place=True), R), positive, classes, multi, groups
 
     # -- fit ------------------------------------------------------------------
 
@@ -822,7 +869,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         data, positive, classes, multi, groups = self._prepare(X, y, groups)
         (n, d), T = data.shape, positive.shape[0]
         if groups is None:  # query layouts are not padded
-            n_pad, d_pad, T_pad = fit_buckets(n, d, T)
+            n_pad, d_pad, T_pad = fit_buckets(n, d, T, dense=not data.sparse)
         else:
             n_pad, d_pad, T_pad = n, d, T
         R = max_row_norm(data)
