@@ -42,7 +42,7 @@ from jaxrank._src.features import (
     design,
 )
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.models import ItemProblem
+from jaxrank._src.models import ItemProblem, Model
 
 # Slots per device of the batched drivers: 32 was the fastest of 8/16/32 in
 # bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)
@@ -365,6 +365,8 @@ _SCALE_MAX = math.sqrt(_F32_MAX / 1024)  # about 5.8e17: squares and C-weighted 
 _SCALE_MIN = 2.0**-50  # about 8.9e-16: squares (1e-30) stay normal float32 numbers
 _HARD_MARGIN = 1e6  # C * max ||x||^2 above this: many iterations (close to hard margin)
 _CHUNK_ENTRIES = 1 << 22  # entries per chunk of the host-side row norms (32 MB in float64)
+# Squared row norms summed in float32 are trusted in this range (max_row_norm).
+_SQ_EXACT = (2.0**-90, 1e35)
 
 
 def max_row_norm(X):
@@ -375,12 +377,14 @@ def max_row_norm(X):
             or :class:`jaxrank.models.Design` (dense or sparse).
 
     Returns:
-        float (float64 precision); 0 for an empty or all-zero ``X``.
-        Computed on ``X / max|x_ij|`` in float64 chunks of rows, so values
-        near the float32 limits neither overflow nor underflow, and no
-        temporary is larger than a chunk (32 MB). The value of a
-        :class:`Design` made by ``fit`` is remembered (:func:`remember_row_norm`),
-        so the data is read once.
+        float; 0 for an empty or all-zero ``X``. Dense float32/float64 data is
+        read once in chunks of rows (no temporary larger than a chunk, 32 MB)
+        and the squared norms are summed in the data's own precision
+        (relative error about ``d`` float32 roundings); where that sum could
+        overflow or lose precision (squared norms above ``1e35`` or below
+        ``2^-90``), ``R`` is recomputed on ``X / max|x_ij|`` in float64. The
+        value of a :class:`Design` made by ``fit`` is remembered
+        (:func:`remember_row_norm`), so the data is read once.
     """
     import scipy.sparse as sp
 
@@ -399,9 +403,21 @@ def max_row_norm(X):
     X = np.asarray(X)
     if X.size == 0:
         return 0.0
-    if X.dtype.kind == "b":
-        return math.sqrt(float(np.max(np.count_nonzero(X, axis=1))))
     step = max(1, _CHUNK_ENTRIES // max(X.shape[1], 1))
+    q = 0.0
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for i in range(0, X.shape[0], step):
+            c = X[i : i + step]
+            if c.dtype not in (np.float32, np.float64):
+                c = c.astype(np.float64)
+            q = max(q, float(np.max(np.einsum("ij,ij->i", c, c))))
+    if _SQ_EXACT[0] <= q <= _SQ_EXACT[1]:
+        return math.sqrt(q)
+    return _scaled_row_norm(X, step)
+
+
+def _scaled_row_norm(X, step):
+    """:func:`max_row_norm` of dense ``X`` computed on ``X / max|x_ij|`` in float64."""
     m = 0.0
     for i in range(0, X.shape[0], step):
         c = X[i : i + step]
@@ -881,6 +897,10 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         positive = np.pad(positive, ((0, T_pad - T), (0, n_pad - n)))
         problems, static = self._problems(data, positive, where, groups)
         model = self._model(static)
+        if type(model).hinge_terms is not Model.hinge_terms:
+            # The per-sample hinge block reads rows directly: a design used in
+            # place (features.ShiftedRows) is copied to plain storage first.
+            data = data.materialized()
         if self.verbose:
             print(f"{type(self).__name__}: n={n} d={d} tasks={T} "
                   f"positives={positive[:T].sum(axis=1).tolist()} C={self.C}", flush=True)

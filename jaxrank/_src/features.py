@@ -303,8 +303,24 @@ class ShiftedRows:
         return 2
 
     def materialize(self):
-        """The ``[n, d]`` array (a copy)."""
-        return jnp.concatenate([self.head, self.body.reshape(-1), self.tail]).reshape(self.shape)
+        """The ``[n, d]`` array (a copy; on the host when the parts are concrete)."""
+        n, d = self.shape
+        o = self.offset
+        parts = (self.body, self.head, self.tail)
+        if not any(isinstance(p, jax.core.Tracer) for p in parts):
+            out = aligned_empty(self.shape, self.dtype)
+            flat = out.reshape(-1)
+            flat[:o] = np.asarray(self.head)
+            flat[o:o + (n - 1) * d] = np.asarray(self.body).reshape(-1)
+            flat[o + (n - 1) * d:] = np.asarray(self.tail)
+            return device_dense(out, self.dtype)
+        # Under a trace: rows from the shifted rows (a 2-D concatenation; XLA's
+        # CPU concatenation of one long 1-D array was ~10x slower).
+        body, head, tail = parts
+        first = jnp.concatenate([head, body[0, : d - o]])[None]
+        mid = jnp.concatenate([body[:-1, d - o:], body[1:, : d - o]], axis=1)
+        last = jnp.concatenate([body[-1, d - o:], tail])[None]
+        return jnp.concatenate([first, mid, last], axis=0)
 
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self.materialize(), dtype=dtype)
@@ -341,13 +357,12 @@ def _shifted_forward(body, head, tail, w):
 def _shifted_rmatmul(body, head, tail, g):
     o = head.shape[0]
     n1, d = body.shape
-    G = g.reshape(n1 + 1, -1)  # [n, T]
-    T = G.shape[1]
-    C2 = jnp.concatenate([G[:-1], G[1:]], axis=1)  # [n - 1, 2 T]
-    P = _dense_rmatmul(body, C2)  # [d, 2 T]
-    low = P[d - o:, T:] + head[:, None] * G[0][None, :]  # entries 0..o-1
-    top = P[: d - o, :T] + tail[:, None] * G[-1][None, :]  # entries o..d-1
-    return jnp.concatenate([low, top], axis=0).reshape((d,) + g.shape[1:])
+    Gt = g.reshape(n1 + 1, -1).T  # [T, n]
+    T = Gt.shape[0]
+    P = _blocked_rmatmul(body, jnp.concatenate([Gt[:, :-1], Gt[:, 1:]], axis=0))  # [2T, d]
+    low = P[T:, d - o:] + Gt[:, :1] * head[None, :]  # entries 0..o-1
+    top = P[:T, : d - o] + Gt[:, -1:] * tail[None, :]  # entries o..d-1
+    return jnp.concatenate([low, top], axis=1).T.reshape((d,) + g.shape[1:])
 
 
 @jax.custom_vjp
@@ -398,22 +413,30 @@ def _row_block(n):
     return 0
 
 
-def _dense_rmatmul(X, g):
-    """``X.T @ g`` for ``X [n, d]``, ``g [n]`` or ``[n, T]``: sums of row blocks.
+def _blocked_rmatmul(X, Gt):
+    """``(X.T @ Gt.T).T`` for ``X [n, d]``, ``Gt [T, n]``: ``[T, d]``, by row blocks.
 
     Each block of ``b`` rows is reduced by one small dot, then the ``n / b``
     partial sums are added: memory-bound like ``X @ w`` and a two-level
     summation (relative error about 1e-7 at 10^7 rows). ``n`` without a
-    divisor in ``[32, 1024]`` uses one fused multiply-and-reduce.
+    divisor in ``[32, 1024]`` uses one fused multiply-and-reduce. The task
+    axis comes first: a ``[k, b, T]`` operand made XLA's batched dot 2x
+    slower for ``T = 2``.
     """
     n, d = X.shape
     b = _row_block(n)
     if b == 0:
-        return jnp.sum(X[:, :, None] * g.reshape(n, 1, -1), axis=0).reshape(
-            (d,) + g.shape[1:])
+        return jnp.sum(X[None, :, :] * Gt[:, :, None], axis=1)
     k = n // b
-    part = jnp.einsum("kbd,kbt->kdt", X.reshape(k, b, d), g.reshape(k, b, -1))
-    return jnp.sum(part, axis=0).reshape((d,) + g.shape[1:])
+    part = jnp.einsum("kbd,tkb->tkd", X.reshape(k, b, d), Gt.reshape(-1, k, b))
+    return jnp.sum(part, axis=1)
+
+
+def _dense_rmatmul(X, g):
+    """``X.T @ g`` for ``X [n, d]``, ``g [n]`` or ``[n, T]`` (see :func:`_blocked_rmatmul`)."""
+    n, d = X.shape
+    out = _blocked_rmatmul(X, g.reshape(n, -1).T)
+    return out.T.reshape((d,) + g.shape[1:])
 
 
 @jax.custom_vjp
