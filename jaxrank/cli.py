@@ -196,10 +196,25 @@ def _extra_inputs(est, path, groups, edges, *, model_name):
     return kw
 
 
+# Per-iteration progress of `jaxrank train` by default only for training sets of
+# at least this many stored values: the progress output is a host callback,
+# and JAX never keeps a program with host callbacks in its persistent
+# compilation cache, so a fit with progress recompiles on every run (seconds,
+# far more than a small fit).
+_PROGRESS_MIN_ENTRIES = 10**7
+
+
+def _stored_entries(X):
+    return int(X.nnz) if hasattr(X, "nnz") else int(np.size(X))
+
+
 def cmd_train(args):
     _check_output(args.model_file, args.force)
     est = make_estimator(args)
     X, y, groups = _read(args.train_file)
+    if "verbose" in est.get_params() and not args.quiet:
+        est.set_params(verbose=bool(getattr(args, "progress", False))
+                       or _stored_entries(X) >= _PROGRESS_MIN_ENTRIES)
     edges = _read_edges(getattr(args, "edges", None))
     print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}"
           + (f", {np.unique(groups).size} qid groups" if groups is not None else ""))
@@ -517,6 +532,11 @@ def build_parser():
     t.add_argument("-c", type=_positive_float, default=None,
                    help="trade-off C > 0 (default: the model's, 1)")
     t.add_argument("--force", action="store_true", help="overwrite MODEL if it exists")
+    t.add_argument("--progress", action="store_true",
+                   help="print the solver's progress every iteration (default: only for "
+                   "training sets of at least 10^7 stored values; a fit with progress output "
+                   "is compiled again on every run, as JAX's compilation cache does not keep "
+                   "programs with host callbacks)")
     t.add_argument("--edges", default=None, metavar="EDGES.txt",
                    help="models over a graph of samples: two 0-based sample indices per line")
     common_fit(t)
@@ -609,7 +629,7 @@ def _compilation_cache(args):
     except OSError:
         return  # unwritable cache location: run without a cache
     jax.config.update("jax_compilation_cache_dir", base)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def main(argv=None):
