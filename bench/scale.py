@@ -12,12 +12,17 @@ the data, fits, scores a test set and reports:
   ``decision_function`` on 10^5 test rows from the same generator);
 * peak RSS of the process (``resource.getrusage(RUSAGE_SELF).ru_maxrss``: data
   generation, both fits, test scoring) and its ratio to the bytes of ``X``;
-* for jaxrank, how much of the warm fit is AP inference: the public oracle
+* for jaxrank, the CPU time of the warm fit (user + system, all threads; on
+  a loaded machine closer to the idle wall time than the wall time is) and
+  where the warm fit's time goes: the public oracle
   ``jaxrank.models.APModel(kp=|P|).oracle`` is timed alone (jitted, median of
   3) at the trained scores and at ``w = 0`` (all scores tied, the first
   iteration), times the iterations: the inference estimate is the range
-  ``n_iter * [t_trained, t_w=0]``; the rest (matrix-vector products, the
-  solver's cached-plane steps, input checks) is the warm fit minus it.
+  ``n_iter * [t_trained, t_w=0]``; the products are ``n_iter`` times the
+  median time of ``X @ w`` plus ``X.T @ c`` (``jax.vjp``) on the
+  ``jaxrank.models.design(X, in_place=True)`` that ``fit`` builds; the rest
+  (input checks, the solver's cached-plane steps, training scores) is the
+  warm fit minus both.
 
 Methods: ``apsvm`` (``jaxrank.APSVM(C=10)``), ``linearsvc``
 (``sklearn.svm.LinearSVC(dual=False)``, default ``C=1``) and ``sgd``
@@ -119,6 +124,11 @@ def _load():
     return round(os.getloadavg()[0], 1)
 
 
+def _cpu_s():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def _median_time(f, repeats=3):
     import jax
 
@@ -167,9 +177,10 @@ def worker(method, n, input_kind, tmpdir):
             t0 = time.perf_counter()
             jaxrank.APSVM(C=10).fit(X, y)
             out["fit_first_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _cpu_s()
             est = jaxrank.APSVM(C=10).fit(X, y)
             out["fit_warm_s"] = time.perf_counter() - t0
+            out["fit_warm_cpu_s"] = _cpu_s() - c0
         out["warnings"] = sorted({type(w.message).__name__ for w in caught})
         out["n_iter"] = int(est.n_iter_)
         out["converged"] = bool(est.converged_)
@@ -183,6 +194,18 @@ def worker(method, n, input_kind, tmpdir):
         out["oracle_trained_s"] = _median_time(lambda: oracle(S, problem))
         out["oracle_w0_s"] = _median_time(lambda: oracle(jnp.zeros_like(S), problem))
         del S
+        # The two products of an iteration, on the design fit made of X.
+        from jaxrank.models import design
+
+        data = design(X, in_place=True)
+        w = jnp.asarray(est.coef_[0])
+        c = jnp.asarray(np.random.default_rng(0).standard_normal(n), jnp.float32)
+        mv = jax.jit(lambda D, v: D @ v)
+        rmv = jax.jit(lambda D, v, g: jax.vjp(lambda u: D @ u, v)[1](g)[0])
+        out["matvec_s"] = _median_time(lambda: mv(data, w))
+        out["rmatvec_s"] = _median_time(lambda: rmv(data, w, c))
+        out["layout"] = type(data.X).__name__
+        del data
     elif method == "linearsvc":
         from sklearn.svm import LinearSVC
 
@@ -349,26 +372,31 @@ def _fmt(v, spec=".1f"):
 
 def scale_table(results):
     lines = [
-        "| n | method | fit first (s) | fit warm (s) | iterations | converged | test AP | "
-        "peak RSS (GB) | RSS / X | X (GB) | inference est. (s) | rest (s) | load avg |",
-        "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
+        "| n | method | fit first (s) | fit warm (s) | warm CPU (s) | iterations | converged | "
+        "test AP | peak RSS (GB) | RSS / X | X (GB) | inference est. (s) | products (s) | "
+        "rest (s) | load avg |",
+        "|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         n = f"{r['n']:.0e}".replace("e+0", "e")
         if "skipped" in r:
-            lines.append(f"| {n} | {r['method']} | {r['skipped']} |" + " |" * 10)
+            lines.append(f"| {n} | {r['method']} | {r['skipped']} |" + " |" * 12)
             continue
-        inf = rest = ""
+        inf = prod = rest = ""
         if "oracle_trained_s" in r:
-            lo, hi = sorted((r["oracle_trained_s"] * r["n_iter"], r["oracle_w0_s"] * r["n_iter"]))
+            k = r["n_iter"]
+            lo, hi = sorted((r["oracle_trained_s"] * k, r["oracle_w0_s"] * k))
             inf = f"{lo:.1f}-{hi:.1f}"
-            rest = f"{max(r['fit_warm_s'] - hi, 0):.1f}-{max(r['fit_warm_s'] - lo, 0):.1f}"
+            p = k * (r["matvec_s"] + r["rmatvec_s"])
+            prod = f"{p:.1f}"
+            rest = f"{max(r['fit_warm_s'] - hi - p, 0):.1f}-{max(r['fit_warm_s'] - lo - p, 0):.1f}"
         lines.append(
             f"| {n} | {r['method']} | {r['fit_first_s']:.1f} | "
-            f"{_fmt(r.get('fit_warm_s'))} | {r['n_iter']} | "
+            f"{_fmt(r.get('fit_warm_s'))} | {_fmt(r.get('fit_warm_cpu_s'))} | {r['n_iter']} | "
             f"{'' if 'converged' not in r else ('yes' if r['converged'] else 'no')} | "
             f"{r['test_ap']:.4f} | {_gb(r['peak_rss'])} | {r['peak_rss'] / r['x_bytes']:.2f} | "
-            f"{_gb(r['x_bytes'])} | {inf} | {rest} | {r['load_start']} / {r['load_end']} |")
+            f"{_gb(r['x_bytes'])} | {inf} | {prod} | {rest} | "
+            f"{r['load_start']} / {r['load_end']} |")
     return "\n".join(lines)
 
 

@@ -481,7 +481,8 @@ def build_parser():
     )
     p.add_argument("--no-cache", action="store_true",
                    help="do not use the persistent compilation cache (default: compiled "
-                   "programs are kept in ~/.cache/jaxrank/jax or $JAXRANK_CACHE_DIR)")
+                   "programs are kept in ~/.cache/jaxrank or $JAXRANK_CACHE_DIR, so a "
+                   "repeated run skips compilation)")
     sub = p.add_subparsers(dest="command", required=True)
 
     def quiet(q):
@@ -608,35 +609,48 @@ def build_parser():
 
 
 def _compilation_cache(args):
-    """Turn on JAX's persistent compilation cache (unless ``--no-cache``).
+    """Turn on JAX's persistent compilation cache (unless ``--no-cache``); returns a program store.
 
     Compiled programs are stored in ``$JAXRANK_CACHE_DIR`` or the user's cache
-    directory (``$XDG_CACHE_HOME/jaxrank/jax``, default ``~/.cache/jaxrank/jax``),
-    so a second run with the same shapes skips XLA's compilation. A no-op when
-    JAX is already configured with a cache directory.
+    directory (``$XDG_CACHE_HOME/jaxrank``, default ``~/.cache/jaxrank``): XLA
+    programs of every size in ``jax/`` (JAX's cache), and the executables of
+    single fits in ``programs/`` (the returned
+    :class:`jaxrank._src.base.ProgramStore`, keyed by model, shapes and
+    versions, so that a repeated ``train`` also skips tracing and lowering).
+    A no-op returning ``None`` when JAX is already configured with a cache
+    directory (e.g. by the caller of :func:`main`) or the location is not
+    writable.
     """
     if getattr(args, "no_cache", False):
-        return
+        return None
     import jax
 
     if jax.config.jax_compilation_cache_dir:
-        return
+        return None
+    from jaxrank._src.base import ProgramStore
+
     base = os.environ.get("JAXRANK_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "jaxrank", "jax")
+        "jaxrank")
     try:
-        os.makedirs(base, exist_ok=True)
+        os.makedirs(os.path.join(base, "jax"), exist_ok=True)
+        store = ProgramStore(os.path.join(base, "programs"))
     except OSError:
-        return  # unwritable cache location: run without a cache
-    jax.config.update("jax_compilation_cache_dir", base)
+        return None  # unwritable cache location: run without a cache
+    jax.config.update("jax_compilation_cache_dir", os.path.join(base, "jax"))
+    # Every program, however quick to compile: a run of the CLI compiles
+    # dozens of small ones (input glue), each compiled again otherwise.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return store
 
 
 def main(argv=None):
     """Entry point of the ``jaxrank`` command; returns the exit status."""
+    from jaxrank._src.base import use_program_store
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    _compilation_cache(args)
+    previous = use_program_store(_compilation_cache(args))
     try:
         return args.func(args)
     except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,
@@ -650,6 +664,8 @@ def main(argv=None):
         except OSError:
             pass
         return 0
+    finally:
+        use_program_store(previous)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ from jaxrank._src.features import (
     Design,
     Intercept,
     LinearFeatures,
+    aligned_empty,
     design,
+    device_dense,
 )
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.models import ItemProblem, Model
@@ -208,10 +210,19 @@ def pad_design(data, n_rows, n_cols):
     entries (only the shape and the CSR row offsets grow), except a small
     padded design (at most 2^16 entries, 256 KB in float32), which is
     densified: the same values, faster kernels at that size, and the same
-    compiled program as dense input.
+    compiled program as dense input. On a CPU backend the padding is done by
+    NumPy on the host (no XLA program per input shape: fits of nearby sizes
+    compile nothing).
     """
     n, d = data.shape
+    host = jax.default_backend() == "cpu" and not any(
+        isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(data))
     if data.sparse and n_rows * n_cols <= _PAD_SMALL_ENTRIES:
+        if host:
+            out = np.zeros((n_rows, n_cols), np.dtype(data.dtype))
+            idx = np.asarray(data.X.indices)
+            np.add.at(out, (idx[:, 0], idx[:, 1]), np.asarray(data.X.data))
+            return Design(device_dense(out, out.dtype))
         data = Design(data.X.todense())
     if (n, d) == (n_rows, n_cols):
         return data
@@ -222,9 +233,19 @@ def pad_design(data, n_rows, n_cols):
         X = jsparse.BCOO((data.X.data, data.X.indices), shape=(n_rows, n_cols),
                          indices_sorted=data.X.indices_sorted,
                          unique_indices=data.X.unique_indices)
-        indptr = jnp.concatenate(
-            [data.indptr, jnp.broadcast_to(data.indptr[-1:], (n_rows - n,))])
+        if host:
+            ip = np.asarray(data.indptr)
+            indptr = jnp.asarray(np.concatenate([ip, np.full(n_rows - n, ip[-1], ip.dtype)]))
+        else:
+            indptr = jnp.concatenate(
+                [data.indptr, jnp.broadcast_to(data.indptr[-1:], (n_rows - n,))])
         return Design(X, indptr)
+    if host:
+        out = aligned_empty((n_rows, n_cols), np.dtype(data.dtype))
+        out[:n, :d] = np.asarray(data.X)
+        out[:n, d:] = 0
+        out[n:] = 0
+        return Design(device_dense(out, out.dtype))
     return Design(jnp.pad(data.X, ((0, n_rows - n), (0, n_cols - d))))
 
 
@@ -354,6 +375,143 @@ def _print_progress(it, obj, dual):
 
 # One jitted program per (model, shapes): C and tol are traced.
 fit_one = jax.jit(solver.fit, static_argnames=("model", "max_iter", "callback", "seed"))
+
+
+class ProgramStore:
+    """Compiled single-fit programs kept on disk, keyed by their static facts.
+
+    JAX's persistent compilation cache keys a program by its lowered module,
+    so even a cache hit traces the solver in Python and lowers it to MLIR
+    first: for a small fit in a fresh process (the CLI) that is most of the
+    fit's wall time. This store keys the compiled executable of
+    :data:`fit_one` by what determines it instead -- the model (a frozen
+    dataclass, by ``repr``), ``max_iter``, the pytree structure, shapes and
+    dtypes of the data and problem, the JAX/jaxlib versions, the backend and
+    its devices, the CPU's feature flags, ``XLA_FLAGS`` and a digest of
+    jaxrank's own source files -- and loads it with
+    ``jax.experimental.serialize_executable`` (no tracing, lowering or XLA
+    compilation). Fits with a progress callback never use it (a program with
+    a host callback cannot be serialised).
+
+    Files are written atomically into ``directory`` (one per program). As
+    with JAX's own cache, the directory must be trusted: loading a stored
+    executable runs its code.
+
+    Args:
+        directory: path of a writable directory (created if missing).
+    """
+
+    def __init__(self, directory):
+        import os
+
+        self.directory = os.fspath(directory)
+        os.makedirs(self.directory, exist_ok=True)
+        self._loaded = {}
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def _environment():
+        import hashlib
+        import os
+        import platform
+
+        import jaxlib
+
+        h = hashlib.sha256()
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        for root, dirs, files in sorted(os.walk(pkg)):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith((".py", ".c")):
+                    path = os.path.join(root, f)
+                    h.update(os.path.relpath(path, pkg).encode())
+                    with open(path, "rb") as fh:
+                        h.update(fh.read())
+        flags = ""
+        try:
+            with open("/proc/cpuinfo") as fh:
+                flags = next((line for line in fh if line.startswith("flags")), "")
+        except OSError:
+            flags = platform.processor()
+        devs = jax.devices()
+        h.update(repr((jax.__version__, getattr(jaxlib, "__version__", ""),
+                       jax.default_backend(), devs[0].device_kind, len(devs),
+                       bool(jax.config.jax_enable_x64), os.environ.get("XLA_FLAGS", ""),
+                       platform.machine(), flags)).encode())
+        return h.hexdigest()
+
+    def key(self, static, args, kwargs):
+        """Hex key of a program: ``static`` facts plus the avals of the arguments."""
+        import hashlib
+
+        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        avals = [(tuple(np.shape(x)), str(jnp.result_type(x)),
+                  bool(getattr(x, "weak_type", False))) for x in leaves]
+        env = getattr(ProgramStore, "_env", None)
+        if env is None:
+            env = ProgramStore._env = self._environment()
+        return hashlib.sha256(repr((env, static, str(tree), avals)).encode()).hexdigest()
+
+    def run(self, lower, static, args, kwargs):
+        """``compiled(*args, **kwargs)`` of the program ``lower()`` lowers.
+
+        ``lower``: no-argument function returning the ``jax.stages.Lowered``
+        program (called only on a miss); ``static``: hashable ``repr``-able
+        facts that, with the arguments' avals, determine the program.
+        """
+        import os
+        import pickle
+
+        from jax.experimental import serialize_executable as se
+
+        k = self.key(static, args, kwargs)
+        compiled = self._loaded.get(k)
+        path = os.path.join(self.directory, k + ".jaxexe")
+        if compiled is None and os.path.exists(path):
+            try:
+                with open(path, "rb") as fh:
+                    blob, in_tree, out_tree = pickle.load(fh)
+                compiled = se.deserialize_and_load(blob, in_tree, out_tree)
+                self.hits += 1
+            except Exception:  # stale or foreign file: compile instead
+                compiled = None
+        if compiled is None:
+            self.misses += 1
+            compiled = lower().compile()
+            try:
+                blob = pickle.dumps(se.serialize(compiled))
+                tmp = f"{path}.{os.getpid()}.tmp"
+                with open(tmp, "wb") as fh:
+                    fh.write(blob)
+                os.replace(tmp, path)
+            except Exception:  # not serialisable or not writable: keep it in memory
+                pass
+        self._loaded[k] = compiled
+        return compiled(*args, **kwargs)
+
+
+# Installed by use_program_store (the CLI does, next to JAX's compilation cache).
+_PROGRAM_STORE = None
+
+
+def use_program_store(store):
+    """Install a :class:`ProgramStore` for single fits (``None`` removes it); returns the old one."""
+    global _PROGRAM_STORE
+    old, _PROGRAM_STORE = _PROGRAM_STORE, store
+    return old
+
+
+def run_fit_one(model, data, problem, *, C, tol, max_iter, callback=None):
+    """:data:`fit_one`, through the installed :class:`ProgramStore` when there is one."""
+    store = _PROGRAM_STORE
+    if store is None or callback is not None:
+        return fit_one(model, data, problem, C=C, tol=tol, max_iter=max_iter,
+                       callback=callback)
+    C, tol = jnp.asarray(C, jnp.float32), jnp.asarray(tol, jnp.float32)
+    return store.run(
+        lambda: fit_one.lower(model, data, problem, C=C, tol=tol, max_iter=max_iter),
+        ("fit_one", repr(model), int(max_iter)), (data, problem), {"C": C, "tol": tol})
 fit_batch = jax.jit(
     solver.fit_many,
     static_argnames=("model", "max_iter", "batch_size", "devices", "callback", "seed"),
@@ -798,8 +956,8 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         tol = jnp.float32(self.tol)
         if single:
             one = jax.tree_util.tree_map(lambda a: a[0], problems)
-            res = fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
-                          callback=_print_progress if self.verbose else None)
+            res = run_fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
+                              callback=_print_progress if self.verbose else None)
             return jax.tree_util.tree_map(lambda a: a[None], res), {}
         devices = resolve_devices(devices)
         M = C.shape[0]
@@ -848,6 +1006,16 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         Args:
             X: ``[n_samples, n_features]`` dense array or ``scipy.sparse``
                 matrix (kept sparse), any real dtype (cast to float32).
+                Memory: a C-contiguous float32 array (also ``np.memmap``,
+                e.g. ``np.load(path, mmap_mode="r")``) is not copied on a CPU
+                backend: used as is when 64-byte aligned (memmaps of ``.npy``
+                files), and from 2^26 entries (256 MB) up also when not (a
+                shifted-row view, :class:`jaxrank.models.Design`; models
+                with per-sample hinge terms, such as :class:`BinarySVM`,
+                copy that view once); other dense input is converted into
+                one float32 copy, in chunks.
+                Dense designs of 2^26 entries or more are not padded to a
+                shape bucket (:func:`fit_buckets`).
             y: ``[n_samples]`` labels with two distinct values (the larger is
                 the positive class, module docstring), or ``[n_samples,
                 n_tasks]`` with one binary task per column.
