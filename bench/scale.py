@@ -53,12 +53,21 @@ array and of a plain NumPy array (shifted rows); sparse BCOO and BCSR
 (``../shared/data``) and a synthetic 10^6 x 10^4 matrix with 20 entries per
 row; scipy's CSR products for reference.
 
+``--cli`` times the command line (issue 12, item 4): ``jaxrank train`` on
+the first 2,000 documents of Reuters money-fx (``../shared/data``; SVM-perf's
+own 2,000-document Reuters example is not among the shared data sets, this
+is the same size from the same corpus) with a fresh cache directory
+(``JAXRANK_CACHE_DIR``): the first run, ``--repeats`` cached runs, ``--no-cache``
+runs, and the imports alone; wall and CPU time of each child process, and
+the fit time the command prints.
+
 Usage::
 
     python bench/scale.py                      # n = 1e5, 1e6, 1e7; writes bench/results/scale.md
     python bench/scale.py --quick              # n = 2e4, 1e5 (smoke run)
     python bench/scale.py --sizes 1e6 --methods apsvm --input npy
     python bench/scale.py --kernels            # products only
+    python bench/scale.py --cli --repeats 5    # jaxrank train: first vs cached runs
 
 The machine's load average is printed next to every run: timings taken while
 other processes use the CPU are slower than on an idle machine.
@@ -358,6 +367,79 @@ def kernels(repeats):
 
 
 # ---------------------------------------------------------------------------
+# CLI start-up: `jaxrank train` twice and more, with and without the caches.
+# ---------------------------------------------------------------------------
+
+
+def _child(cmd, env):
+    """``(wall s, CPU s, stdout)`` of one child process."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {p.stderr[-2000:]}")
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, cpu, p.stdout
+
+
+def cli_startup(repeats):
+    """Rows ``(what, [(wall, cpu, fit s)])`` of ``jaxrank train`` on 2,000 Reuters documents."""
+    import bz2
+    import re
+
+    src = os.path.join(DATA, "reuters_moneyfx", "reuters.trn.bz2")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "reuters2000.svm")
+        with bz2.open(src, "rt") as fin, open(data, "w") as fout:
+            for _, line in zip(range(2000), fin):
+                fout.write(line)
+        env = dict(os.environ, JAXRANK_CACHE_DIR=os.path.join(tmp, "cache"),
+                   PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        train = [sys.executable, "-m", "jaxrank", "train", "--force", data,
+                 os.path.join(tmp, "model.npz")]
+
+        def runs(label, cmd, k):
+            out = []
+            for _ in range(k):
+                wall, cpu, text = _child(cmd, env)
+                m = re.search(r"in ([0-9.]+) s:", text)
+                out.append((wall, cpu, float(m.group(1)) if m else None))
+            rows.append((label, out))
+
+        runs("`jaxrank train` 1st run (empty cache)", train, 1)
+        runs("`jaxrank train` later runs (cached)", train, repeats)
+        progs = os.listdir(os.path.join(tmp, "cache", "programs"))
+        jaxc = os.listdir(os.path.join(tmp, "cache", "jax"))
+        runs("`jaxrank --no-cache train`", train[:3] + ["--no-cache"] + train[3:], 2)
+        runs("`python -c 'import jaxrank.cli'` (imports only)",
+             [sys.executable, "-c", "import jaxrank.cli"], repeats)
+        runs("`python -c 'import jax, sklearn.base, scipy.sparse'` (dependencies only)",
+             [sys.executable, "-c", "import jax, jax.numpy, sklearn.base, "
+              "sklearn.utils.validation, scipy.sparse"], repeats)
+    return rows, len(progs), len(jaxc)
+
+
+def cli_table(rows):
+    lines = ["| command | runs | wall (s), median [min-max] | CPU user+sys (s), median | "
+             "fit as printed (s), median |", "|---|---:|---|---:|---:|"]
+    for label, out in rows:
+        walls = [o[0] for o in out]
+        cpus = [o[1] for o in out]
+        fits = [o[2] for o in out if o[2] is not None]
+        lines.append(
+            f"| {label} | {len(out)} | {statistics.median(walls):.2f} [{min(walls):.2f}-"
+            f"{max(walls):.2f}] | {statistics.median(cpus):.2f} | "
+            f"{statistics.median(fits):.2f} |" if fits else
+            f"| {label} | {len(out)} | {statistics.median(walls):.2f} [{min(walls):.2f}-"
+            f"{max(walls):.2f}] | {statistics.median(cpus):.2f} | |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
 # Report.
 # ---------------------------------------------------------------------------
 
@@ -415,7 +497,10 @@ def main(argv=None):
     ap.add_argument("--input", choices=["numpy", "npy"], default="numpy")
     ap.add_argument("--quick", action="store_true", help="n = 2e4, 1e5 (smoke run)")
     ap.add_argument("--kernels", action="store_true", help="time the products only")
-    ap.add_argument("--repeats", type=int, default=7, help="--kernels: rounds (median)")
+    ap.add_argument("--cli", action="store_true",
+                    help="time `jaxrank train` on 2,000 Reuters documents, first and cached runs")
+    ap.add_argument("--repeats", type=int, default=7,
+                    help="--kernels: rounds (median); --cli: cached runs")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     ap.add_argument("--output", default=None, help="append the tables to this .md file")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -433,6 +518,12 @@ def main(argv=None):
         rows, (l0, l1), dev = kernels(args.repeats)
         out.append(f"{head}; device {dev}; load average {l0} / {l1} (start / end).\n\n"
                    + kernel_table(rows))
+    elif args.cli:
+        l0 = _load()
+        rows, n_prog, n_jax = cli_startup(args.repeats)
+        out.append(f"{head}; load average {l0} / {_load()} (start / end); after the 1st run "
+                   f"the cache held {n_prog} stored fit program(s) and {n_jax} JAX cache "
+                   "entries.\n\n" + cli_table(rows))
     else:
         sizes = [2 * 10**4, 10**5] if args.quick else [10**5, 10**6, 10**7]
         if args.sizes:

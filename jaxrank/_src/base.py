@@ -74,6 +74,7 @@ _F32_TINY = float(np.finfo(np.float32).tiny)
 PAD_MIN_ROWS = 256
 PAD_MIN_COLS = 32
 PAD_MIN_TASKS = 8
+PAD_MIN_ENTRIES = 1024  # stored entries of a sparse design (see pad_design)
 _PAD_SMALL_ENTRIES = 2**16  # the column minimum applies to designs up to this size
 # Dense designs above this many entries are not padded (see fit_buckets); the
 # same size from which fit uses float32 input in place (features.ShiftedRows).
@@ -207,7 +208,8 @@ def pad_design(data, n_rows, n_cols):
 
     Dense data is copied into the larger array (:func:`fit_buckets` does not
     pad large dense designs, which are used in place). Sparse data keeps its stored
-    entries (only the shape and the CSR row offsets grow), except a small
+    entries (only the shape and the CSR row offsets grow; on a CPU backend the
+    entries are padded to a bucket too, see :func:`_pad_sparse_host`), except a small
     padded design (at most 2^16 entries, 256 KB in float32), which is
     densified: the same values, faster kernels at that size, and the same
     compiled program as dense input. On a CPU backend the padding is done by
@@ -224,6 +226,8 @@ def pad_design(data, n_rows, n_cols):
             np.add.at(out, (idx[:, 0], idx[:, 1]), np.asarray(data.X.data))
             return Design(device_dense(out, out.dtype))
         data = Design(data.X.todense())
+    if data.sparse and host:
+        return _pad_sparse_host(data, n_rows, n_cols)
     if (n, d) == (n_rows, n_cols):
         return data
     data = data.materialized()
@@ -233,12 +237,8 @@ def pad_design(data, n_rows, n_cols):
         X = jsparse.BCOO((data.X.data, data.X.indices), shape=(n_rows, n_cols),
                          indices_sorted=data.X.indices_sorted,
                          unique_indices=data.X.unique_indices)
-        if host:
-            ip = np.asarray(data.indptr)
-            indptr = jnp.asarray(np.concatenate([ip, np.full(n_rows - n, ip[-1], ip.dtype)]))
-        else:
-            indptr = jnp.concatenate(
-                [data.indptr, jnp.broadcast_to(data.indptr[-1:], (n_rows - n,))])
+        indptr = jnp.concatenate(
+            [data.indptr, jnp.broadcast_to(data.indptr[-1:], (n_rows - n,))])
         return Design(X, indptr)
     if host:
         out = aligned_empty((n_rows, n_cols), np.dtype(data.dtype))
@@ -247,6 +247,35 @@ def pad_design(data, n_rows, n_cols):
         out[n:] = 0
         return Design(device_dense(out, out.dtype))
     return Design(jnp.pad(data.X, ((0, n_rows - n), (0, n_cols - d))))
+
+
+def _pad_sparse_host(data, n_rows, n_cols):
+    """Sparse :func:`pad_design` on the host, stored entries padded to a bucket too.
+
+    The number of stored entries is a static shape of every program that
+    reads the design: it is padded to :func:`bucket_size` (minimum
+    :data:`PAD_MIN_ENTRIES`) with zero values in the last row, so that data
+    sets of nearby sizes share programs. The CSR offsets end at the real
+    entries (the per-sample hinge block never reads the padding; the
+    products add zeros).
+    """
+    from jax.experimental import sparse as jsparse
+
+    n = data.shape[0]
+    vals = np.asarray(data.X.data)
+    idx = np.asarray(data.X.indices)
+    nnz = vals.shape[0]
+    nnz_pad = bucket_size(nnz, PAD_MIN_ENTRIES)
+    if nnz_pad > nnz:
+        vals = np.concatenate([vals, np.zeros(nnz_pad - nnz, vals.dtype)])
+        fill = np.broadcast_to(np.array([[n_rows - 1, 0]], idx.dtype), (nnz_pad - nnz, 2))
+        idx = np.concatenate([idx, fill])
+    ip = np.asarray(data.indptr)
+    indptr = np.concatenate([ip, np.full(n_rows - n, ip[-1], ip.dtype)])
+    X = jsparse.BCOO((jax.device_put(vals), jax.device_put(np.ascontiguousarray(idx))),
+                     shape=(n_rows, n_cols),
+                     indices_sorted=True, unique_indices=nnz_pad == nnz)
+    return Design(X, jax.device_put(indptr))
 
 
 def fit_buckets(n, d, T, *, dense=True):
@@ -373,6 +402,16 @@ def _print_progress(it, obj, dual):
         )
 
 
+def _to_device(a, dtype=None):
+    """A host array on the default device: ``jax.device_put`` (``jnp.asarray`` of a
+    NumPy array runs a copy program, compiled once per shape and process)."""
+    return jax.device_put(np.ascontiguousarray(a, dtype))
+
+
+# ``data @ W`` as one program (an eager product dispatches each of its
+# primitives as a program of its own, each compiled once per process).
+design_matmul = jax.jit(lambda data, W: data @ W)
+
 # One jitted program per (model, shapes): C and tol are traced.
 fit_one = jax.jit(solver.fit, static_argnames=("model", "max_iter", "callback", "seed"))
 
@@ -451,44 +490,104 @@ class ProgramStore:
         env = getattr(ProgramStore, "_env", None)
         if env is None:
             env = ProgramStore._env = self._environment()
-        return hashlib.sha256(repr((env, static, str(tree), avals)).encode()).hexdigest()
+        devices = sorted({str(d) for x in leaves if isinstance(x, jax.Array)
+                          for d in x.devices()})
+        return hashlib.sha256(
+            repr((env, static, str(tree), avals, devices)).encode()).hexdigest()
 
     def run(self, lower, static, args, kwargs):
         """``compiled(*args, **kwargs)`` of the program ``lower()`` lowers.
 
         ``lower``: no-argument function returning the ``jax.stages.Lowered``
-        program (called only on a miss); ``static``: hashable ``repr``-able
-        facts that, with the arguments' avals, determine the program.
+        program; ``static``: ``repr``-able facts that, with the arguments'
+        avals, determine the program. A stored executable that cannot be
+        loaded or run is replaced by a new compilation.
         """
+        import os
+
+        k = self.key(static, args, kwargs)
+        path = os.path.join(self.directory, k + ".jaxexe")
+        compiled = self._loaded.get(k)
+        from_disk = compiled is None
+        if from_disk:
+            compiled = self._read(path)
+        if compiled is not None:
+            try:
+                # (errors of a bad executable surface when its results are read)
+                out = jax.block_until_ready(compiled(*args, **kwargs))
+                self._loaded[k] = compiled
+                return out
+            except Exception:  # a damaged or foreign executable: compile instead
+                self._loaded.pop(k, None)
+                self.hits -= int(from_disk)
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+        self.misses += 1
+        # Compiled with JAX's persistent cache off: an executable that JAX
+        # loaded from its cache (or compiled again in a process that had
+        # loaded it) does not serialise completely on CPU (jax 0.10.2: the
+        # copy fails to run, "Function ... not found").
+        compiled = _compile_without_jax_cache(lower)
+        if compiled is None:
+            compiled = lower().compile()
+        else:
+            self._write(path, compiled)
+        self._loaded[k] = compiled
+        return compiled(*args, **kwargs)
+
+    def _read(self, path):
         import os
         import pickle
 
         from jax.experimental import serialize_executable as se
 
-        k = self.key(static, args, kwargs)
-        compiled = self._loaded.get(k)
-        path = os.path.join(self.directory, k + ".jaxexe")
-        if compiled is None and os.path.exists(path):
-            try:
-                with open(path, "rb") as fh:
-                    blob, in_tree, out_tree = pickle.load(fh)
-                compiled = se.deserialize_and_load(blob, in_tree, out_tree)
-                self.hits += 1
-            except Exception:  # stale or foreign file: compile instead
-                compiled = None
-        if compiled is None:
-            self.misses += 1
-            compiled = lower().compile()
-            try:
-                blob = pickle.dumps(se.serialize(compiled))
-                tmp = f"{path}.{os.getpid()}.tmp"
-                with open(tmp, "wb") as fh:
-                    fh.write(blob)
-                os.replace(tmp, path)
-            except Exception:  # not serialisable or not writable: keep it in memory
-                pass
-        self._loaded[k] = compiled
-        return compiled(*args, **kwargs)
+        if not os.path.exists(path):
+            return None
+        try:
+            with open(path, "rb") as fh:
+                blob, in_tree, out_tree, ids = pickle.load(fh)
+            by_id = {d.id: d for d in jax.devices()}
+            compiled = se.deserialize_and_load(
+                blob, in_tree, out_tree, execution_devices=[by_id[i] for i in ids])
+        except Exception:  # stale or foreign file
+            return None
+        self.hits += 1
+        return compiled
+
+    def _write(self, path, compiled):
+        import os
+        import pickle
+
+        from jax.experimental import serialize_executable as se
+
+        try:
+            sharding = jax.tree_util.tree_leaves(compiled.input_shardings)[0]
+            ids = sorted(d.id for d in sharding.device_set)
+            blob = pickle.dumps((*se.serialize(compiled), ids))
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(blob)
+            os.replace(tmp, path)
+        except Exception:  # not serialisable or not writable: keep it in memory only
+            pass
+
+
+def _compile_without_jax_cache(lower):
+    """``lower().compile()`` with JAX's persistent cache off for that one compilation."""
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    was = bool(jax.config.jax_enable_compilation_cache)
+    jax.config.update("jax_enable_compilation_cache", False)
+    cc.reset_cache()
+    try:
+        return lower().compile()
+    except Exception:
+        return None
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
+        cc.reset_cache()
 
 
 # Installed by use_program_store (the CLI does, next to JAX's compilation cache).
@@ -508,7 +607,8 @@ def run_fit_one(model, data, problem, *, C, tol, max_iter, callback=None):
     if store is None or callback is not None:
         return fit_one(model, data, problem, C=C, tol=tol, max_iter=max_iter,
                        callback=callback)
-    C, tol = jnp.asarray(C, jnp.float32), jnp.asarray(tol, jnp.float32)
+    # NumPy scalars: jnp.asarray of host values runs (and compiles) a program.
+    C, tol = np.float32(np.asarray(C)), np.float32(np.asarray(tol))
     return store.run(
         lambda: fit_one.lower(model, data, problem, C=C, tol=tol, max_iter=max_iter),
         ("fit_one", repr(model), int(max_iter)), (data, problem), {"C": C, "tol": tol})
@@ -803,7 +903,8 @@ class RankerMixin:
             ValueError: wrong number of features, NaN/inf or empty ``X``.
         """
         X = self._validate_X(X)
-        s = np.asarray(design(X, in_place=True) @ jnp.asarray(self.coef_.T, jnp.float32))
+        s = np.asarray(design_matmul(design(X, in_place=True),
+                                     _to_device(self.coef_.T, np.float32)))
         s = s + np.asarray(self.intercept_, np.float32)[None, :]
         return s if self.multi_output_ else s[:, 0]
 
@@ -947,18 +1048,22 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         # The bound on the positives is bucketed too (a static shape of the
         # AP kernels): any true upper bound is exact.
         max_pos = int(np.max(np.sum(positive & where, axis=-1)))
-        return ItemProblem(jnp.asarray(positive), jnp.asarray(where)), {
+        return ItemProblem(_to_device(positive), _to_device(where)), {
             "max_pos": min(max(data.shape[0], 1), bucket_size(max_pos, PAD_MIN_ROWS))}
 
     def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None):
         """Run the fits; returns ``(FitResult [M], extras dict of [M] arrays)``."""
-        tol = jnp.float32(self.tol)
+        tol = np.float32(self.tol)
         if single:
-            one = jax.tree_util.tree_map(lambda a: a[0], problems)
+            # (Indexing a device array eagerly is a program per shape; on a CPU
+            # backend the host view of the array is free.)
+            cpu = jax.default_backend() == "cpu"
+            one = jax.tree_util.tree_map(
+                lambda a: _to_device(np.asarray(a)[0]) if cpu else a[0], problems)
             res = run_fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
                               callback=_print_progress if self.verbose else None)
-            return jax.tree_util.tree_map(lambda a: a[None], res), {}
+            return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], res), {}
         devices = resolve_devices(devices)
         M = C.shape[0]
         batch_size = choose_batch_size(batch_size, M, model.dim(data), len(devices),
@@ -1072,7 +1177,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         if self.verbose:
             print(f"{type(self).__name__}: n={n} d={d} tasks={T} "
                   f"positives={positive[:T].sum(axis=1).tolist()} C={self.C}", flush=True)
-        C = jnp.full((T_pad,), self.C, jnp.float32)
+        C = np.full((T_pad,), self.C, np.float32)
         res, extras = self._train(model, data, problems, C, single=(T_pad == 1))
         res = jax.tree_util.tree_map(lambda a: np.asarray(a)[:T], res)
         extras = _unpad_extras(extras, T, T_pad, d, d_pad)
@@ -1123,7 +1228,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         d = data.shape[1] if n_features is None else int(n_features)
         W = np.asarray(res.w, np.float32)
         Wx = W[:, : data.shape[1]]  # weights of the columns of data (padding included)
-        S = np.asarray(data @ jnp.asarray(Wx.T))  # [n, T] training scores without intercept
+        S = np.asarray(design_matmul(data, _to_device(Wx.T)))  # [n, T] scores, no intercept
         if isinstance(self._features(), Intercept):
             self.coef_, self.intercept_ = W[:, :d].copy(), W[:, -1].copy()
         else:

@@ -138,8 +138,13 @@ def design(X, *, dtype=np.float32, in_place=False) -> Design:
         X = sp.csr_matrix(X, dtype=dtype)
         X.sum_duplicates()
         X.sort_indices()
-        indptr = jnp.asarray(X.indptr, jnp.int32)
-        return Design(jsparse.BCOO.from_scipy_sparse(X), indptr)
+        # Built on the host (BCOO.from_scipy_sparse runs a dozen eager JAX
+        # programs, each compiled once per process and per number of entries).
+        rows = np.repeat(np.arange(X.shape[0], dtype=np.int32), np.diff(X.indptr))
+        idx = np.stack([rows, X.indices.astype(np.int32, copy=False)], axis=1)
+        B = jsparse.BCOO((jax.device_put(X.data), jax.device_put(idx)), shape=X.shape,
+                         indices_sorted=True, unique_indices=True)
+        return Design(B, jax.device_put(X.indptr.astype(np.int32)))
     if isinstance(X, jsparse.BCOO):
         Xs = sp.csr_matrix(
             (np.asarray(X.data), (np.asarray(X.indices[:, 0]), np.asarray(X.indices[:, 1]))),
@@ -218,9 +223,7 @@ def device_dense(X, dtype=np.float32):
             for i in range(0, X.shape[0], step):
                 out[i:i + step] = X[i:i + step]
         X = out
-    if jax.default_backend() == "cpu":
-        return jax.device_put(X)
-    return jnp.asarray(X)
+    return jax.device_put(X)
 
 
 # Dense designs of at least this many entries (256 MB in float32) may be used
@@ -287,8 +290,8 @@ class ShiftedRows:
             return None
         flat = X.reshape(-1)
         body = flat[o:o + (n - 1) * d].reshape(n - 1, d)  # 64-byte aligned: no copy
-        return cls(jax.device_put(body), jnp.asarray(flat[:o].copy()),
-                   jnp.asarray(flat[o + (n - 1) * d:].copy()), (n, d))
+        return cls(jax.device_put(body), jax.device_put(flat[:o].copy()),
+                   jax.device_put(flat[o + (n - 1) * d:].copy()), (n, d))
 
     @property
     def offset(self) -> int:
