@@ -5,6 +5,7 @@ import pytest
 from sklearn.datasets import dump_svmlight_file
 
 import jaxrank
+from jaxrank import cli
 from jaxrank.cli import main
 
 
@@ -172,12 +173,23 @@ def test_predict_into_a_closed_pipe_exits_quietly(small_files):
     assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 
-def test_progress_is_shown_by_default_and_q_silences_it(tmp_path, small_files, capsys):
+def test_progress_with_progress_or_large_data_and_q_silences_it(tmp_path, small_files, capsys,
+                                                                 monkeypatch):
+    """Per-iteration lines (a host callback: never in JAX's persistent cache) only with
+    --progress or for training sets of >= 1e7 stored values; the summary always."""
     train, _ = small_files
-    assert main(["train", "--model", "svm", str(train), str(tmp_path / "a.npz")]) == 0
+    assert main(["train", "--progress", "--model", "svm", str(train),
+                 str(tmp_path / "a.npz")]) == 0
     out = capsys.readouterr().out
     assert "iter " in out and "objective" in out
-    assert main(["train", "-q", "--model", "svm", str(train), str(tmp_path / "b.npz")]) == 0
+    assert main(["train", "--model", "svm", str(train), str(tmp_path / "b.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "iter " not in out and "trained BinarySVM" in out
+    monkeypatch.setattr(cli, "_PROGRESS_MIN_ENTRIES", 1)  # any file counts as large
+    assert main(["train", "--model", "svm", str(train), str(tmp_path / "c.npz")]) == 0
+    assert "iter " in capsys.readouterr().out
+    assert main(["train", "-q", "--progress", "--model", "svm", str(train),
+                 str(tmp_path / "d.npz")]) == 0
     assert "iter " not in capsys.readouterr().out
 
 

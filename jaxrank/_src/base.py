@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+import weakref
 from numbers import Integral, Real
 
 import jax
@@ -33,9 +34,17 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxrank._src import solver
-from jaxrank._src.features import Design, Intercept, LinearFeatures, design
+from jaxrank._src.features import (
+    IN_PLACE_MIN_ENTRIES,
+    Design,
+    Intercept,
+    LinearFeatures,
+    aligned_empty,
+    design,
+    device_dense,
+)
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.models import ItemProblem
+from jaxrank._src.models import ItemProblem, Model
 
 # Slots per device of the batched drivers: 32 was the fastest of 8/16/32 in
 # bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)
@@ -65,7 +74,11 @@ _F32_TINY = float(np.finfo(np.float32).tiny)
 PAD_MIN_ROWS = 256
 PAD_MIN_COLS = 32
 PAD_MIN_TASKS = 8
+PAD_MIN_ENTRIES = 1024  # stored entries of a sparse design (see pad_design)
 _PAD_SMALL_ENTRIES = 2**16  # the column minimum applies to designs up to this size
+# Dense designs above this many entries are not padded (see fit_buckets); the
+# same size from which fit uses float32 input in place (features.ShiftedRows).
+PAD_MAX_DENSE_ENTRIES = IN_PLACE_MIN_ENTRIES
 
 
 # ---------------------------------------------------------------------------
@@ -193,17 +206,31 @@ def bucket_size(k, minimum=1):
 def pad_design(data, n_rows, n_cols):
     """A :class:`Design` padded with zero rows and zero columns to ``[n_rows, n_cols]``.
 
-    Dense data is copied into the larger array. Sparse data keeps its stored
-    entries (only the shape and the CSR row offsets grow), except a small
+    Dense data is copied into the larger array (:func:`fit_buckets` does not
+    pad large dense designs, which are used in place). Sparse data keeps its stored
+    entries (only the shape and the CSR row offsets grow; on a CPU backend the
+    entries are padded to a bucket too, see :func:`_pad_sparse_host`), except a small
     padded design (at most 2^16 entries, 256 KB in float32), which is
     densified: the same values, faster kernels at that size, and the same
-    compiled program as dense input.
+    compiled program as dense input. On a CPU backend the padding is done by
+    NumPy on the host (no XLA program per input shape: fits of nearby sizes
+    compile nothing).
     """
     n, d = data.shape
+    host = jax.default_backend() == "cpu" and not any(
+        isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(data))
     if data.sparse and n_rows * n_cols <= _PAD_SMALL_ENTRIES:
+        if host:
+            out = np.zeros((n_rows, n_cols), np.dtype(data.dtype))
+            idx = np.asarray(data.X.indices)
+            np.add.at(out, (idx[:, 0], idx[:, 1]), np.asarray(data.X.data))
+            return Design(device_dense(out, out.dtype))
         data = Design(data.X.todense())
+    if data.sparse and host:
+        return _pad_sparse_host(data, n_rows, n_cols)
     if (n, d) == (n_rows, n_cols):
         return data
+    data = data.materialized()
     if data.sparse:
         from jax.experimental import sparse as jsparse
 
@@ -213,21 +240,64 @@ def pad_design(data, n_rows, n_cols):
         indptr = jnp.concatenate(
             [data.indptr, jnp.broadcast_to(data.indptr[-1:], (n_rows - n,))])
         return Design(X, indptr)
+    if host:
+        out = aligned_empty((n_rows, n_cols), np.dtype(data.dtype))
+        out[:n, :d] = np.asarray(data.X)
+        out[:n, d:] = 0
+        out[n:] = 0
+        return Design(device_dense(out, out.dtype))
     return Design(jnp.pad(data.X, ((0, n_rows - n), (0, n_cols - d))))
 
 
-def fit_buckets(n, d, T):
+def _pad_sparse_host(data, n_rows, n_cols):
+    """Sparse :func:`pad_design` on the host, stored entries padded to a bucket too.
+
+    The number of stored entries is a static shape of every program that
+    reads the design: it is padded to :func:`bucket_size` (minimum
+    :data:`PAD_MIN_ENTRIES`) with zero values in the last row, so that data
+    sets of nearby sizes share programs. The CSR offsets end at the real
+    entries (the per-sample hinge block never reads the padding; the
+    products add zeros).
+    """
+    from jax.experimental import sparse as jsparse
+
+    n = data.shape[0]
+    vals = np.asarray(data.X.data)
+    idx = np.asarray(data.X.indices)
+    nnz = vals.shape[0]
+    nnz_pad = bucket_size(nnz, PAD_MIN_ENTRIES)
+    if nnz_pad > nnz:
+        vals = np.concatenate([vals, np.zeros(nnz_pad - nnz, vals.dtype)])
+        fill = np.broadcast_to(np.array([[n_rows - 1, 0]], idx.dtype), (nnz_pad - nnz, 2))
+        idx = np.concatenate([idx, fill])
+    ip = np.asarray(data.indptr)
+    indptr = np.concatenate([ip, np.full(n_rows - n, ip[-1], ip.dtype)])
+    X = jsparse.BCOO((jax.device_put(vals), jax.device_put(np.ascontiguousarray(idx))),
+                     shape=(n_rows, n_cols),
+                     indices_sorted=True, unique_indices=nnz_pad == nnz)
+    return Design(X, jax.device_put(indptr))
+
+
+def fit_buckets(n, d, T, *, dense=True):
     """Padded ``(rows, columns, tasks)`` of a fit on ``[n, d]`` data with ``T`` tasks.
 
     Rows: :func:`bucket_size` with minimum :data:`PAD_MIN_ROWS`. Columns:
     minimum :data:`PAD_MIN_COLS` for small designs (at most 2^16 padded
     entries; large dense designs are not widened more than 12.5 %). Tasks:
     1 for a single task, else minimum :data:`PAD_MIN_TASKS`.
+
+    A ``dense`` design of more than :data:`PAD_MAX_DENSE_ENTRIES` entries
+    (256 MB in float32) keeps its shape: padding it would copy the data
+    (twice its memory at the peak), and compiling its own program (seconds)
+    is small next to its fit. Sparse designs are padded without copying
+    their entries (:func:`pad_design`).
     """
+    T_pad = 1 if T == 1 else bucket_size(T, PAD_MIN_TASKS)
+    if dense and n * d > PAD_MAX_DENSE_ENTRIES:
+        return n, d, T_pad
     n_pad = bucket_size(n, PAD_MIN_ROWS)
     small = n_pad * PAD_MIN_COLS <= _PAD_SMALL_ENTRIES
     d_pad = bucket_size(d, PAD_MIN_COLS if small else 1)
-    T_pad = 1 if T == 1 else bucket_size(T, PAD_MIN_TASKS)
     return n_pad, d_pad, T_pad
 
 
@@ -332,8 +402,216 @@ def _print_progress(it, obj, dual):
         )
 
 
+def _to_device(a, dtype=None):
+    """A host array on the default device: ``jax.device_put`` (``jnp.asarray`` of a
+    NumPy array runs a copy program, compiled once per shape and process)."""
+    return jax.device_put(np.ascontiguousarray(a, dtype))
+
+
+# ``data @ W`` as one program (an eager product dispatches each of its
+# primitives as a program of its own, each compiled once per process).
+design_matmul = jax.jit(lambda data, W: data @ W)
+
 # One jitted program per (model, shapes): C and tol are traced.
 fit_one = jax.jit(solver.fit, static_argnames=("model", "max_iter", "callback", "seed"))
+
+
+class ProgramStore:
+    """Compiled single-fit programs kept on disk, keyed by their static facts.
+
+    JAX's persistent compilation cache keys a program by its lowered module,
+    so even a cache hit traces the solver in Python and lowers it to MLIR
+    first: for a small fit in a fresh process (the CLI) that is most of the
+    fit's wall time. This store keys the compiled executable of
+    :data:`fit_one` by what determines it instead -- the model (a frozen
+    dataclass, by ``repr``), ``max_iter``, the pytree structure, shapes and
+    dtypes of the data and problem, the JAX/jaxlib versions, the backend and
+    its devices, the CPU's feature flags, ``XLA_FLAGS`` and a digest of
+    jaxrank's own source files -- and loads it with
+    ``jax.experimental.serialize_executable`` (no tracing, lowering or XLA
+    compilation). Fits with a progress callback never use it (a program with
+    a host callback cannot be serialised).
+
+    Files are written atomically into ``directory`` (one per program). As
+    with JAX's own cache, the directory must be trusted: loading a stored
+    executable runs its code.
+
+    Args:
+        directory: path of a writable directory (created if missing).
+    """
+
+    def __init__(self, directory):
+        import os
+
+        self.directory = os.fspath(directory)
+        os.makedirs(self.directory, exist_ok=True)
+        self._loaded = {}
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def _environment():
+        import hashlib
+        import os
+        import platform
+
+        import jaxlib
+
+        h = hashlib.sha256()
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        for root, dirs, files in sorted(os.walk(pkg)):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith((".py", ".c")):
+                    path = os.path.join(root, f)
+                    h.update(os.path.relpath(path, pkg).encode())
+                    with open(path, "rb") as fh:
+                        h.update(fh.read())
+        flags = ""
+        try:
+            with open("/proc/cpuinfo") as fh:
+                flags = next((line for line in fh if line.startswith("flags")), "")
+        except OSError:
+            flags = platform.processor()
+        devs = jax.devices()
+        h.update(repr((jax.__version__, getattr(jaxlib, "__version__", ""),
+                       jax.default_backend(), devs[0].device_kind, len(devs),
+                       bool(jax.config.jax_enable_x64), os.environ.get("XLA_FLAGS", ""),
+                       platform.machine(), flags)).encode())
+        return h.hexdigest()
+
+    def key(self, static, args, kwargs):
+        """Hex key of a program: ``static`` facts plus the avals of the arguments."""
+        import hashlib
+
+        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        avals = [(tuple(np.shape(x)), str(jnp.result_type(x)),
+                  bool(getattr(x, "weak_type", False))) for x in leaves]
+        env = getattr(ProgramStore, "_env", None)
+        if env is None:
+            env = ProgramStore._env = self._environment()
+        devices = sorted({str(d) for x in leaves if isinstance(x, jax.Array)
+                          for d in x.devices()})
+        return hashlib.sha256(
+            repr((env, static, str(tree), avals, devices)).encode()).hexdigest()
+
+    def run(self, lower, static, args, kwargs):
+        """``compiled(*args, **kwargs)`` of the program ``lower()`` lowers.
+
+        ``lower``: no-argument function returning the ``jax.stages.Lowered``
+        program; ``static``: ``repr``-able facts that, with the arguments'
+        avals, determine the program. A stored executable that cannot be
+        loaded or run is replaced by a new compilation.
+        """
+        import os
+
+        k = self.key(static, args, kwargs)
+        path = os.path.join(self.directory, k + ".jaxexe")
+        compiled = self._loaded.get(k)
+        from_disk = compiled is None
+        if from_disk:
+            compiled = self._read(path)
+        if compiled is not None:
+            try:
+                # (errors of a bad executable surface when its results are read)
+                out = jax.block_until_ready(compiled(*args, **kwargs))
+                self._loaded[k] = compiled
+                return out
+            except Exception:  # a damaged or foreign executable: compile instead
+                self._loaded.pop(k, None)
+                self.hits -= int(from_disk)
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+        self.misses += 1
+        # Compiled with JAX's persistent cache off: an executable that JAX
+        # loaded from its cache (or compiled again in a process that had
+        # loaded it) does not serialise completely on CPU (jax 0.10.2: the
+        # copy fails to run, "Function ... not found").
+        compiled = _compile_without_jax_cache(lower)
+        if compiled is None:
+            compiled = lower().compile()
+        else:
+            self._write(path, compiled)
+        self._loaded[k] = compiled
+        return compiled(*args, **kwargs)
+
+    def _read(self, path):
+        import os
+        import pickle
+
+        from jax.experimental import serialize_executable as se
+
+        if not os.path.exists(path):
+            return None
+        try:
+            with open(path, "rb") as fh:
+                blob, in_tree, out_tree, ids = pickle.load(fh)
+            by_id = {d.id: d for d in jax.devices()}
+            compiled = se.deserialize_and_load(
+                blob, in_tree, out_tree, execution_devices=[by_id[i] for i in ids])
+        except Exception:  # stale or foreign file
+            return None
+        self.hits += 1
+        return compiled
+
+    def _write(self, path, compiled):
+        import os
+        import pickle
+
+        from jax.experimental import serialize_executable as se
+
+        try:
+            sharding = jax.tree_util.tree_leaves(compiled.input_shardings)[0]
+            ids = sorted(d.id for d in sharding.device_set)
+            blob = pickle.dumps((*se.serialize(compiled), ids))
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(blob)
+            os.replace(tmp, path)
+        except Exception:  # not serialisable or not writable: keep it in memory only
+            pass
+
+
+def _compile_without_jax_cache(lower):
+    """``lower().compile()`` with JAX's persistent cache off for that one compilation."""
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    was = bool(jax.config.jax_enable_compilation_cache)
+    jax.config.update("jax_enable_compilation_cache", False)
+    cc.reset_cache()
+    try:
+        return lower().compile()
+    except Exception:
+        return None
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
+        cc.reset_cache()
+
+
+# Installed by use_program_store (the CLI does, next to JAX's compilation cache).
+_PROGRAM_STORE = None
+
+
+def use_program_store(store):
+    """Install a :class:`ProgramStore` for single fits (``None`` removes it); returns the old one."""
+    global _PROGRAM_STORE
+    old, _PROGRAM_STORE = _PROGRAM_STORE, store
+    return old
+
+
+def run_fit_one(model, data, problem, *, C, tol, max_iter, callback=None):
+    """:data:`fit_one`, through the installed :class:`ProgramStore` when there is one."""
+    store = _PROGRAM_STORE
+    if store is None or callback is not None:
+        return fit_one(model, data, problem, C=C, tol=tol, max_iter=max_iter,
+                       callback=callback)
+    # NumPy scalars: jnp.asarray of host values runs (and compiles) a program.
+    C, tol = np.float32(np.asarray(C)), np.float32(np.asarray(tol))
+    return store.run(
+        lambda: fit_one.lower(model, data, problem, C=C, tol=tol, max_iter=max_iter),
+        ("fit_one", repr(model), int(max_iter)), (data, problem), {"C": C, "tol": tol})
 fit_batch = jax.jit(
     solver.fit_many,
     static_argnames=("model", "max_iter", "batch_size", "devices", "callback", "seed"),
@@ -344,43 +622,82 @@ fit_batch = jax.jit(
 _SCALE_MAX = math.sqrt(_F32_MAX / 1024)  # about 5.8e17: squares and C-weighted planes fit
 _SCALE_MIN = 2.0**-50  # about 8.9e-16: squares (1e-30) stay normal float32 numbers
 _HARD_MARGIN = 1e6  # C * max ||x||^2 above this: many iterations (close to hard margin)
-_ROW_CHUNK = 1 << 16  # rows per chunk of the host-side row norms
+_CHUNK_ENTRIES = 1 << 22  # entries per chunk of the host-side row norms (32 MB in float64)
+# Squared row norms summed in float32 are trusted in this range (max_row_norm).
+_SQ_EXACT = (2.0**-90, 1e35)
 
 
 def max_row_norm(X):
     """``R = max_i ||x_i||`` of a feature matrix, on the host, without overflow.
 
     Args:
-        X: ``[n, d]`` NumPy array, ``scipy.sparse`` matrix or
-            :class:`jaxrank.models.Design` (dense or sparse).
+        X: ``[n, d]`` NumPy array (or ``np.memmap``), ``scipy.sparse`` matrix
+            or :class:`jaxrank.models.Design` (dense or sparse).
 
     Returns:
-        float (float64 precision); 0 for an empty or all-zero ``X``.
-        Computed on ``X / max|x_ij|`` in float64 chunks of rows, so values
-        near the float32 limits neither overflow nor underflow.
+        float; 0 for an empty or all-zero ``X``. Dense float32/float64 data is
+        read once in chunks of rows (no temporary larger than a chunk, 32 MB)
+        and the squared norms are summed in the data's own precision
+        (relative error about ``d`` float32 roundings); where that sum could
+        overflow or lose precision (squared norms above ``1e35`` or below
+        ``2^-90``), ``R`` is recomputed on ``X / max|x_ij|`` in float64. The
+        value of a :class:`Design` made by ``fit`` is remembered
+        (:func:`remember_row_norm`), so the data is read once.
     """
     import scipy.sparse as sp
 
     if isinstance(X, Design):
+        known = _ROW_NORMS.get(X)
+        if known is not None:
+            return known
         if X.sparse:
             vals = np.asarray(X.X.data)
             rows = np.asarray(X.X.indices[:, 0])
             return _sparse_row_norm(vals, rows, X.shape[0])
-        X = np.asarray(X.X)
+        X = np.asarray(X.X)  # a view of the device buffer on a CPU backend
     if sp.issparse(X):
         X = X.tocoo()
         return _sparse_row_norm(np.asarray(X.data), np.asarray(X.row), X.shape[0])
     X = np.asarray(X)
     if X.size == 0:
         return 0.0
-    m = float(np.max(np.abs(X)))
+    step = max(1, _CHUNK_ENTRIES // max(X.shape[1], 1))
+    q = 0.0
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for i in range(0, X.shape[0], step):
+            c = X[i : i + step]
+            if c.dtype not in (np.float32, np.float64):
+                c = c.astype(np.float64)
+            q = max(q, float(np.max(np.einsum("ij,ij->i", c, c))))
+    if _SQ_EXACT[0] <= q <= _SQ_EXACT[1]:
+        return math.sqrt(q)
+    return _scaled_row_norm(X, step)
+
+
+def _scaled_row_norm(X, step):
+    """:func:`max_row_norm` of dense ``X`` computed on ``X / max|x_ij|`` in float64."""
+    m = 0.0
+    for i in range(0, X.shape[0], step):
+        c = X[i : i + step]
+        m = max(m, float(np.max(c)), -float(np.min(c)))
     if not m > 0:
         return 0.0
     q = 0.0
-    for i in range(0, X.shape[0], _ROW_CHUNK):
-        c = X[i : i + _ROW_CHUNK].astype(np.float64) / m
+    for i in range(0, X.shape[0], step):
+        c = X[i : i + step].astype(np.float64)
+        c /= m
         q = max(q, float(np.max(np.einsum("ij,ij->i", c, c))))
     return m * math.sqrt(q)
+
+
+# R of the Designs that fit made (weak keys: forgotten with the Design).
+_ROW_NORMS = weakref.WeakKeyDictionary()
+
+
+def remember_row_norm(data, R):
+    """Record ``R = max_row_norm(X)`` for the :class:`Design` ``data`` made from ``X``."""
+    _ROW_NORMS[data] = float(R)
+    return data
 
 
 def _sparse_row_norm(vals, rows, n):
@@ -567,7 +884,8 @@ class RankerMixin:
 
     def _validate_X(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+        # X keeps its dtype (no copy of float32 input); design() casts to float32.
+        return validate_data(self, X, accept_sparse="csr", dtype="numeric", reset=False)
 
     def decision_function(self, X):
         """Scores ``X w + b``; higher ranks first.
@@ -585,7 +903,8 @@ class RankerMixin:
             ValueError: wrong number of features, NaN/inf or empty ``X``.
         """
         X = self._validate_X(X)
-        s = np.asarray(design(X) @ jnp.asarray(self.coef_.T, jnp.float32))
+        s = np.asarray(design_matmul(design(X, in_place=True),
+                                     _to_device(self.coef_.T, np.float32)))
         s = s + np.asarray(self.intercept_, np.float32)[None, :]
         return s if self.multi_output_ else s[:, 0]
 
@@ -729,18 +1048,22 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         # The bound on the positives is bucketed too (a static shape of the
         # AP kernels): any true upper bound is exact.
         max_pos = int(np.max(np.sum(positive & where, axis=-1)))
-        return ItemProblem(jnp.asarray(positive), jnp.asarray(where)), {
+        return ItemProblem(_to_device(positive), _to_device(where)), {
             "max_pos": min(max(data.shape[0], 1), bucket_size(max_pos, PAD_MIN_ROWS))}
 
     def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None):
         """Run the fits; returns ``(FitResult [M], extras dict of [M] arrays)``."""
-        tol = jnp.float32(self.tol)
+        tol = np.float32(self.tol)
         if single:
-            one = jax.tree_util.tree_map(lambda a: a[0], problems)
-            res = fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
-                          callback=_print_progress if self.verbose else None)
-            return jax.tree_util.tree_map(lambda a: a[None], res), {}
+            # (Indexing a device array eagerly is a program per shape; on a CPU
+            # backend the host view of the array is free.)
+            cpu = jax.default_backend() == "cpu"
+            one = jax.tree_util.tree_map(
+                lambda a: _to_device(np.asarray(a)[0]) if cpu else a[0], problems)
+            res = run_fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
+                              callback=_print_progress if self.verbose else None)
+            return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], res), {}
         devices = resolve_devices(devices)
         M = C.shape[0]
         batch_size = choose_batch_size(batch_size, M, model.dim(data), len(devices),
@@ -767,15 +1090,18 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"{type(self).__name__} does not take groups (query ids); APSVM does "
                 "(mean AP over queries).")
-        X, Y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
+        # dtype="numeric": X keeps its dtype here (float32 C-contiguous input is
+        # not copied); design() makes the one float32 copy that other input needs.
+        X, Y = validate_data(self, X, y, accept_sparse="csr", dtype="numeric",
                              multi_output=True, reset=reset, y_numeric=False)
         positive, classes, multi = labels_to_tasks(Y)
         if groups is not None:
             groups = check_groups(groups, X.shape[0])
         # The float32 range of the features (C is checked by fit; jaxrank.sweep
         # fits through this hook too).
-        check_feature_scale(max_row_norm(X))
-        return design(X), positive, classes, multi, groups
+        R = max_row_norm(X)
+        check_feature_scale(R)
+        return remember_row_norm(design(X, in_place=True), R), positive, classes, multi, groups
 
     # -- fit ------------------------------------------------------------------
 
@@ -785,6 +1111,16 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         Args:
             X: ``[n_samples, n_features]`` dense array or ``scipy.sparse``
                 matrix (kept sparse), any real dtype (cast to float32).
+                Memory: a C-contiguous float32 array (also ``np.memmap``,
+                e.g. ``np.load(path, mmap_mode="r")``) is not copied on a CPU
+                backend: used as is when 64-byte aligned (memmaps of ``.npy``
+                files), and from 2^26 entries (256 MB) up also when not (a
+                shifted-row view, :class:`jaxrank.models.Design`; models
+                with per-sample hinge terms, such as :class:`BinarySVM`,
+                copy that view once); other dense input is converted into
+                one float32 copy, in chunks.
+                Dense designs of 2^26 entries or more are not padded to a
+                shape bucket (:func:`fit_buckets`).
             y: ``[n_samples]`` labels with two distinct values (the larger is
                 the positive class, module docstring), or ``[n_samples,
                 n_tasks]`` with one binary task per column.
@@ -822,7 +1158,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         data, positive, classes, multi, groups = self._prepare(X, y, groups)
         (n, d), T = data.shape, positive.shape[0]
         if groups is None:  # query layouts are not padded
-            n_pad, d_pad, T_pad = fit_buckets(n, d, T)
+            n_pad, d_pad, T_pad = fit_buckets(n, d, T, dense=not data.sparse)
         else:
             n_pad, d_pad, T_pad = n, d, T
         R = max_row_norm(data)
@@ -834,10 +1170,14 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         positive = np.pad(positive, ((0, T_pad - T), (0, n_pad - n)))
         problems, static = self._problems(data, positive, where, groups)
         model = self._model(static)
+        if type(model).hinge_terms is not Model.hinge_terms:
+            # The per-sample hinge block reads rows directly: a design used in
+            # place (features.ShiftedRows) is copied to plain storage first.
+            data = data.materialized()
         if self.verbose:
             print(f"{type(self).__name__}: n={n} d={d} tasks={T} "
                   f"positives={positive[:T].sum(axis=1).tolist()} C={self.C}", flush=True)
-        C = jnp.full((T_pad,), self.C, jnp.float32)
+        C = np.full((T_pad,), self.C, np.float32)
         res, extras = self._train(model, data, problems, C, single=(T_pad == 1))
         res = jax.tree_util.tree_map(lambda a: np.asarray(a)[:T], res)
         extras = _unpad_extras(extras, T, T_pad, d, d_pad)
@@ -888,7 +1228,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         d = data.shape[1] if n_features is None else int(n_features)
         W = np.asarray(res.w, np.float32)
         Wx = W[:, : data.shape[1]]  # weights of the columns of data (padding included)
-        S = np.asarray(data @ jnp.asarray(Wx.T))  # [n, T] training scores without intercept
+        S = np.asarray(design_matmul(data, _to_device(Wx.T)))  # [n, T] scores, no intercept
         if isinstance(self._features(), Intercept):
             self.coef_, self.intercept_ = W[:, :d].copy(), W[:, -1].copy()
         else:
