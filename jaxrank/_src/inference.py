@@ -18,6 +18,7 @@ positive in the most-violated ranking.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import jax
@@ -25,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxrank._src.metrics import _sort_key
 from jaxrank._src.types import Violation
 
 Array = jax.Array
@@ -60,18 +62,169 @@ def _increment(k, j, sp_k, sn_j, P, N):
     return first - second
 
 
+# ---------------------------------------------------------------------------
+# Sorting at the floor: integer keys; on CPU a NumPy host sort.
+# ---------------------------------------------------------------------------
+#
+# Every sort of this module (and of the ROC-area oracle) sorts integer keys of
+# the scores (``metrics._sort_key``: the float32 bit pattern made monotone, one
+# key for both zeros and for every NaN), never floats: XLA sends float sorts
+# and argsorts to slow comparator loops (on CPU 50-100x slower than ``np.sort``;
+# on GPUs float argsort misses the radix sort, openxla/xla#35587). Arguments of
+# a sort are ``(keys, iota)`` with ``is_stable=True``: ties keep index order,
+# so the permutation is fully determined. On CPU, where XLA's integer sort with
+# a payload is still 6-8x slower than NumPy's, the sort runs on the host
+# through ``jax.pure_callback`` (chosen by ``lax.platform_dependent``, so
+# GPU/TPU programs keep the pure-XLA path); the host kernels return exactly
+# the integers of the XLA path, so every result is bitwise identical on both.
+
+# "auto": the host sort on CPU for sorts of at least _HOST_MIN_LEN entries,
+# XLA otherwise (and on every other platform); "xla" or "host": forced (tests
+# and benchmarks only: use :func:`_sort_path`, which clears JAX's caches).
+_SORT_PATH = "auto"
+# Below this length the XLA sort costs less than a host round trip, and a
+# program without host callbacks can be kept in JAX's persistent compilation
+# cache (programs with a ``pure_callback`` are not). Measured crossover:
+# bench/results/inference.md ("host vs XLA sort").
+_HOST_MIN_LEN = 2048
+# vmap of a host kernel: one callback for the whole batch (the kernels loop
+# over the rows in NumPy); measured against "sequential" in the bench notes.
+_VMAP_METHOD = "broadcast_all"
+_RADIX_MIN_LEN = 256
+
+
+@contextlib.contextmanager
+def _sort_path(path):
+    """Force the sort implementation: ``"xla"``, ``"host"`` or ``"auto"``.
+
+    For tests and benchmarks (the choice is read at trace time, so JAX's
+    in-memory caches are cleared on entry and on exit; the results do not
+    depend on it). Not thread-safe.
+
+    Raises:
+        ValueError: an unknown ``path``.
+    """
+    global _SORT_PATH
+    if path not in ("auto", "xla", "host"):
+        raise ValueError(f"path must be 'auto', 'xla' or 'host'; got {path!r}.")
+    old = _SORT_PATH
+    _SORT_PATH = path
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        _SORT_PATH = old
+        jax.clear_caches()
+
+
+def _dispatch(host_fn, xla_fn, length, *args):
+    """``host_fn(*args)`` on CPU (sorts of ``length >= _HOST_MIN_LEN``), else ``xla_fn``.
+
+    The choice is static (trace time) except for the platform, which
+    ``lax.platform_dependent`` resolves when the program is lowered. 64-bit
+    operands (float64 scores, int64 keys: test references only) always take
+    the XLA path: a host callback's results are canonicalised on a thread
+    that does not see a ``jax.enable_x64`` context.
+    """
+    path = _SORT_PATH
+    wide = any(jnp.dtype(a.dtype).itemsize > 4 for a in args)
+    if path == "xla" or wide or (path == "auto" and length < _HOST_MIN_LEN):
+        return xla_fn(*args)
+    if path == "host":
+        return host_fn(*args)
+    return lax.platform_dependent(*args, cpu=host_fn, default=xla_fn)
+
+
+def _key_max(dtype):
+    return jnp.array(jnp.iinfo(dtype).max, dtype)
+
+
+def _desc_keys(scores, valid):
+    """Integer keys whose ascending order is the descending order of ``scores``.
+
+    ``key(-s)`` (:func:`jaxrank._src.metrics._sort_key`): ``[m]`` int32 for
+    float32 scores (int64 for float64). Both zeros tie; a NaN score sorts
+    after every number (after ``-inf``); entries with ``valid`` False get the
+    largest integer, so they sort last.
+    """
+    key = _sort_key(-scores)
+    return jnp.where(valid, key, _key_max(key.dtype))
+
+
+def _desc_scores(keys, dtype):
+    """Inverse of :func:`_desc_keys` (``-0.0`` for a zero; 0 for the sentinel)."""
+    ity = keys.dtype
+    fty = jnp.float64 if ity == jnp.int64 else jnp.float32
+    top = _key_max(ity)
+    bits = jnp.where(keys < 0, keys ^ top, keys)
+    vals = -lax.bitcast_convert_type(bits, fty)
+    return jnp.where(keys == top, 0, vals).astype(dtype)
+
+
+def _np_argsort(keys):
+    """Stable ascending argsort of a 1-D int32/int64 NumPy array (ties in index order).
+
+    int32 keys of at least ``_RADIX_MIN_LEN`` entries: LSD radix sort by two
+    stable 16-bit passes (NumPy's ``kind="stable"`` is a radix sort for 16-bit
+    types), about 1.2x ``np.sort`` of float32; otherwise ``kind="stable"``.
+    Returns int64 (``intp``) indices.
+    """
+    if keys.dtype == np.int32 and keys.shape[0] >= _RADIX_MIN_LEN:
+        u = keys.view(np.uint32) ^ np.uint32(0x80000000)
+        p1 = np.argsort((u & np.uint32(0xFFFF)).astype(np.uint16), kind="stable")
+        p2 = np.argsort((u[p1] >> np.uint32(16)).astype(np.uint16), kind="stable")
+        return p1[p2]
+    return np.argsort(keys, kind="stable")
+
+
+def _host_call(host, out_shapes, *args):
+    return jax.pure_callback(host, out_shapes, *args, vmap_method=_VMAP_METHOD)
+
+
+def _stable_sort_xla(keys):
+    """XLA path of :func:`_stable_sort`."""
+    idx = lax.broadcasted_iota(jnp.int32, keys.shape, keys.ndim - 1)
+    return lax.sort((keys, idx), dimension=keys.ndim - 1, num_keys=1, is_stable=True)
+
+
+def _stable_sort_host(keys):
+    """Host path of :func:`_stable_sort` (``pure_callback``; any batch axes)."""
+
+    def host(k):
+        k = np.asarray(k)
+        flat = k.reshape(-1, k.shape[-1])
+        out = np.empty_like(flat)
+        perm = np.empty(flat.shape, np.int32)
+        for r in range(flat.shape[0]):
+            p = _np_argsort(flat[r])
+            perm[r] = p
+            out[r] = flat[r][p]
+        return out.reshape(k.shape), perm.reshape(k.shape)
+
+    shapes = (jax.ShapeDtypeStruct(keys.shape, keys.dtype),
+              jax.ShapeDtypeStruct(keys.shape, jnp.int32))
+    return _host_call(host, shapes, keys)
+
+
+def _stable_sort(keys):
+    """Stable ascending sort of integer ``keys [m]``: ``(sorted keys, perm)``.
+
+    ``perm [m]`` int32 (ties in index order), identical on both paths.
+    """
+    return _dispatch(_stable_sort_host, _stable_sort_xla, keys.shape[-1], keys)
+
+
 def _sort_desc(scores, valid):
     """Sort ``scores`` descending with invalid entries last (set to 0).
 
-    Returns the sorted scores ``[m]``, the permutation ``[m]`` (indices into the
-    input) and the number of valid entries.
+    Returns the sorted scores ``[m]`` (``-0.0`` for a zero), the permutation
+    ``[m]`` int32 (indices into the input; equal scores in index order, both
+    zeros equal) and the number of valid entries. An integer-key sort
+    (:func:`_stable_sort`).
     """
-    m = scores.shape[-1]
-    key = jnp.where(valid, -scores, jnp.inf)
-    idx = jnp.arange(m, dtype=jnp.int32)
-    key, perm = lax.sort((key, idx), num_keys=1)
-    sorted_scores = jnp.where(jnp.isfinite(key), -key, 0).astype(scores.dtype)
-    return sorted_scores, perm, jnp.sum(valid, dtype=jnp.int32)
+    dk = _desc_keys(scores, valid)
+    sk, perm = _stable_sort(dk)
+    return _desc_scores(sk, scores.dtype), perm, jnp.sum(valid, dtype=jnp.int32)
 
 
 def _first_true(pred_fn, lo, hi, num_iter):
@@ -406,73 +559,46 @@ def _select_opt(sp, P, N, scores, neg_valid):
     ``s-_j >= tau_j`` iff ``#{s- >= tau_j} >= j``, the last active rank
     ``J >= P`` is found by a binary search over ranks whose steps are O(n)
     counts: no sort (step 2). Ranks ``j < P`` are not covered by that test,
-    so the top ``P - 1`` negatives (``lax.top_k``) are always candidates. The
-    candidates (a top set of the negatives) are compacted into the smallest
-    static bucket that holds them, sorted (O(|S| log |S|)) and ranked by
-    Algorithm 2; every other negative gets ``P + 1``. The largest bucket holds
-    all negatives (the exact fallback); inputs too small for a second bucket
-    go straight to it. ``tau`` is lowered by a small relative margin so that
+    so the top ``P - 1`` negatives are always candidates. The candidates (a
+    top set of the negatives) are compacted, sorted (O(|S| log |S|)) and
+    ranked by Algorithm 2 in the smallest static bucket that holds them;
+    every other negative gets ``P + 1``. The largest bucket holds all
+    negatives (the exact fallback); inputs too small for a second bucket go
+    straight to it. ``tau`` is lowered by a small relative margin so that
     rounding can only enlarge the candidate set.
+
+    Every decision of the selection (counts, thresholds, order) is made on
+    integer keys (:func:`_select_sort`): ``tau_j`` is computed once for all
+    ``j`` as floats and turned into keys, so the host and XLA paths take the
+    same decisions.
     """
     n = scores.shape[0]
     dtype = scores.dtype
     caps = _select_capacities(n)
     P_ = jnp.maximum(P, 1)
     N_ = jnp.maximum(N, 1).astype(dtype)
-    s_last = sp[P_ - 1]
-    eps = 64 * jnp.finfo(dtype).eps
-    masked = jnp.where(neg_valid, scores, -jnp.inf)
-
-    def tau(j):
-        # In the float dtype: (j + P)(j + P - 1) overflows int32 for n >= 46342.
-        jP = (j + P_).astype(dtype)
-        f = P_.astype(dtype) / (jP * (jP - 1))
-        t = s_last - f * (N_ / 2)
-        return t - eps * (jnp.abs(s_last) + jnp.abs(t) + 1)
-
-    def active(j):  # j >= P: is the negative of rank j (possibly) active?
-        return jnp.sum(masked >= tau(j)) >= j
-
+    dk = _desc_keys(scores, neg_valid)
     if len(caps) == 1:
-        # Small inputs have only the exact-fallback bucket: selecting would
-        # cost more than it saves, so every valid negative is a candidate.
-        sel_valid = neg_valid
+        tkd = jnp.zeros((1,), dk.dtype)  # unused: every valid negative is a candidate
     else:
-        # Ranks j >= P: largest active J by binary search (the test is exact
-        # there). lo = P - 1 stands for "none".
-        def body(_, carry):
-            lo, hi = carry
-            mid = (lo + hi + 1) // 2
-            ok = active(jnp.maximum(mid, 1))
-            return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid - 1)
-
-        lo0 = jnp.minimum(P_ - 1, N).astype(jnp.int32)
-        J, _ = lax.fori_loop(0, _num_bisections(n + 1), body, (lo0, N.astype(jnp.int32)))
-        theta = jnp.where(J >= P_, tau(jnp.maximum(J, 1)), jnp.inf)
-        # Ranks j < P: delta_j is not unimodal there, so the first P - 1
-        # negatives are always candidates (their scores are the top P - 1).
-        kh = min(sp.shape[0] - 1, n)
-        if kh > 0:
-            top = lax.top_k(masked, kh)[0]
-            h = jnp.minimum(P_ - 1, N)
-            theta = jnp.minimum(theta, jnp.where(h > 0, top[jnp.clip(h - 1, 0, kh - 1)], jnp.inf))
-        sel_valid = neg_valid & (scores >= theta)
-    m = jnp.sum(sel_valid, dtype=jnp.int32)
+        s_last = sp[P_ - 1]
+        eps = 64 * jnp.finfo(dtype).eps
+        # In the float dtype: (j + P)(j + P - 1) overflows int32 for n >= 46342.
+        jP = (jnp.arange(1, n + 1, dtype=jnp.int32) + P_).astype(dtype)
+        t = s_last - P_.astype(dtype) / (jP * (jP - 1)) * (N_ / 2)
+        tau = t - eps * (jnp.abs(s_last) + jnp.abs(t) + 1)
+        tkd = _sort_key(-tau)  # s >= tau_j  iff  dk <= tkd[j - 1]
+    kh = min(sp.shape[0] - 1, n)
+    m, sk, src = _select_sort(dk, tkd, P_, N, caps=tuple(caps), kh=kh)
     bucket = jnp.searchsorted(jnp.asarray(caps), m)
 
     def branch(cap):
         def run(_):
-            if cap >= n:  # every negative fits: sort in place, no compaction
-                idx = jnp.arange(n, dtype=jnp.int32)
-                sn, perm, _ = _sort_desc(scores, sel_valid)
-            else:
-                (idx,) = jnp.nonzero(sel_valid, size=cap, fill_value=0)
-                sn, perm, _ = _sort_desc(scores[idx], jnp.arange(cap) < m)
+            sn = _desc_scores(sk[:cap], dtype)
             valid = jnp.arange(cap) < m
             opt = _opt_search(sp, P, N, sn, m, head="monotone", tail="positive")
             out = jnp.where(neg_valid, P + 1, 0).astype(jnp.int32)
-            # perm maps sorted position -> position in the compacted buffer.
-            dest = jnp.where(valid, idx[perm], n)
+            dest = jnp.where(valid, src[:cap], n)
             return out.at[dest].set(opt, mode="drop")
 
         return run
@@ -480,6 +606,142 @@ def _select_opt(sp, P, N, scores, neg_valid):
     if len(caps) == 1:  # small inputs: a conditional costs more than it saves
         return branch(caps[0])(None)
     return lax.switch(bucket, [branch(c) for c in caps], None)
+
+
+def _select_sort(dk, tkd, P_, N, *, caps, kh):
+    """Candidates of the selective ranking, sorted: ``(m, keys [n], src [n])``.
+
+    Args:
+        dk: ``[n]`` int keys of the negatives (:func:`_desc_keys`; others max).
+        tkd: ``[n]`` int, ``tkd[j-1] = key(-tau_j)``: negative of rank ``j >=
+            P`` is possibly active iff ``#{dk <= tkd[j-1]} >= j``. Unused (any
+            shape) if ``len(caps) == 1``.
+        P_: ``[]`` int32, ``max(P, 1)``; N: ``[]`` int32 number of negatives.
+        caps: static bucket capacities (the last one ``n``).
+        kh: static ``min(kp - 1, n)``, the size of the top set of rows ``j < P``.
+
+    Returns:
+        ``m`` (``[]`` int32, the number of candidates), their keys sorted
+        ascending (``[n]``, the rest max) and their input positions ``src``
+        (``[n]`` int32; ties in input order; entries past ``m`` undefined).
+        Integers only: the host and XLA paths return the same values.
+    """
+    n = dk.shape[0]
+    host = functools.partial(_select_sort_host, caps=caps, kh=kh)
+    xla = functools.partial(_select_sort_xla, caps=caps, kh=kh)
+    return _dispatch(host, xla, n, dk, tkd, P_, N)
+
+
+def _select_sort_xla(dk, tkd, P_, N, *, caps, kh):
+    """XLA path of :func:`_select_sort` (one list)."""
+    n = dk.shape[0]
+    ity = dk.dtype
+    top = _key_max(ity)
+    imin = jnp.array(jnp.iinfo(ity).min, ity)
+    if len(caps) == 1:
+        sel = dk != top
+    else:
+        # Ranks j >= P: largest possibly active J by binary search (the test is
+        # exact there). lo = P - 1 stands for "none".
+        def body(_, carry):
+            lo, hi = carry
+            mid = (lo + hi + 1) // 2
+            j = jnp.maximum(mid, 1)
+            ok = jnp.sum(dk <= tkd[j - 1], dtype=jnp.int32) >= j
+            return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid - 1)
+
+        lo0 = jnp.minimum(P_ - 1, N).astype(jnp.int32)
+        J, _ = lax.fori_loop(0, _num_bisections(n + 1), body, (lo0, N.astype(jnp.int32)))
+        thr = jnp.where(J >= P_, tkd[jnp.maximum(J, 1) - 1], imin)
+        # Ranks j < P: delta_j is not unimodal there, so the first P - 1
+        # negatives (the h smallest keys) are always candidates. Once some
+        # J >= P is possibly active they are already above thr.
+        if kh > 0:
+            h = jnp.minimum(P_ - 1, N)
+
+            def hth(_):
+                return ~lax.top_k(~dk, kh)[0][jnp.clip(h - 1, 0, kh - 1)]
+
+            need = (J < P_) & (h > 0)
+            thr = jnp.maximum(thr, lax.cond(need, hth, lambda _: imin, None))
+        sel = dk <= thr
+    m = jnp.sum(sel, dtype=jnp.int32)
+
+    def compact(cap):
+        def run(_):
+            if cap >= n:  # every negative fits: sort in place, no compaction
+                return _stable_sort_xla(jnp.where(sel, dk, top))
+            (idx,) = jnp.nonzero(sel, size=cap, fill_value=0)
+            sk, perm = _stable_sort_xla(jnp.where(jnp.arange(cap) < m, dk[idx], top))
+            return (jnp.concatenate([sk, jnp.full((n - cap,), top, ity)]),
+                    jnp.concatenate([idx[perm].astype(jnp.int32),
+                                     jnp.zeros((n - cap,), jnp.int32)]))
+
+        return run
+
+    if len(caps) == 1:
+        sk, src = compact(n)(None)
+    else:
+        bucket = jnp.searchsorted(jnp.asarray(caps), m)
+        sk, src = lax.switch(bucket, [compact(c) for c in caps], None)
+    return m, sk, src
+
+
+def _select_sort_rows(dk, tkd, P_, N, *, caps, kh):
+    """Host path of :func:`_select_sort` on NumPy rows ``[B, n]`` (same integers)."""
+    B, n = dk.shape
+    top = np.iinfo(dk.dtype).max
+    imin = np.iinfo(dk.dtype).min
+    m_out = np.empty((B,), np.int32)
+    sk_out = np.full((B, n), top, dk.dtype)
+    src_out = np.zeros((B, n), np.int32)
+    niter = _num_bisections(n + 1)
+    for b in range(B):
+        d = dk[b]
+        p_, nn = int(P_[b]), int(N[b])
+        if len(caps) == 1:
+            idx = np.flatnonzero(d != top)
+        else:
+            t = tkd[b]
+            lo, hi = min(p_ - 1, nn), nn
+            for _ in range(niter):  # the XLA path's binary search, step for step
+                mid = (lo + hi + 1) // 2
+                j = max(mid, 1)
+                if np.count_nonzero(d <= t[j - 1]) >= j:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            J = lo
+            thr = t[max(J, 1) - 1] if J >= p_ else imin
+            h = min(p_ - 1, nn)
+            if kh > 0 and J < p_ and h > 0:
+                thr = max(thr, np.partition(d, h - 1)[h - 1])
+            idx = np.flatnonzero(d <= thr)
+        m = idx.shape[0]
+        keys = d[idx]
+        perm = _np_argsort(keys)
+        m_out[b] = m
+        sk_out[b, :m] = keys[perm]
+        src_out[b, :m] = idx[perm]
+    return m_out, sk_out, src_out
+
+
+def _select_sort_host(dk, tkd, P_, N, *, caps, kh):
+    """Host path of :func:`_select_sort` (``pure_callback``; any batch axes)."""
+    n = dk.shape[-1]
+
+    def host(dk, tkd, P_, N):
+        dk = np.asarray(dk)
+        batch = dk.shape[:-1]
+        m, sk, src = _select_sort_rows(
+            dk.reshape(-1, n), np.asarray(tkd).reshape(-1, np.shape(tkd)[-1]),
+            np.asarray(P_).reshape(-1), np.asarray(N).reshape(-1), caps=caps, kh=kh)
+        return m.reshape(batch), sk.reshape(dk.shape), src.reshape(dk.shape)
+
+    shapes = (jax.ShapeDtypeStruct((), jnp.int32),
+              jax.ShapeDtypeStruct(dk.shape, dk.dtype),
+              jax.ShapeDtypeStruct(dk.shape, jnp.int32))
+    return _host_call(host, shapes, dk, tkd, P_.astype(jnp.int32), N.astype(jnp.int32))
 
 
 # ---------------------------------------------------------------------------
