@@ -182,49 +182,13 @@ def _host_call(host, out_shapes, *args):
 
 
 def _stable_sort_xla(keys):
-    """XLA path of :func:`_stable_sort`."""
+    """Stable ascending sort of integer ``keys [..., m]``: ``(sorted keys, perm)``.
+
+    ``perm`` int32, ties in index order (``lax.sort`` with ``is_stable=True``
+    and the index as payload: an integer sort, never a float one).
+    """
     idx = lax.broadcasted_iota(jnp.int32, keys.shape, keys.ndim - 1)
     return lax.sort((keys, idx), dimension=keys.ndim - 1, num_keys=1, is_stable=True)
-
-
-def _stable_sort_host(keys):
-    """Host path of :func:`_stable_sort` (``pure_callback``; any batch axes)."""
-
-    def host(k):
-        k = np.asarray(k)
-        flat = k.reshape(-1, k.shape[-1])
-        out = np.empty_like(flat)
-        perm = np.empty(flat.shape, np.int32)
-        for r in range(flat.shape[0]):
-            p = _np_argsort(flat[r])
-            perm[r] = p
-            out[r] = flat[r][p]
-        return out.reshape(k.shape), perm.reshape(k.shape)
-
-    shapes = (jax.ShapeDtypeStruct(keys.shape, keys.dtype),
-              jax.ShapeDtypeStruct(keys.shape, jnp.int32))
-    return _host_call(host, shapes, keys)
-
-
-def _stable_sort(keys):
-    """Stable ascending sort of integer ``keys [m]``: ``(sorted keys, perm)``.
-
-    ``perm [m]`` int32 (ties in index order), identical on both paths.
-    """
-    return _dispatch(_stable_sort_host, _stable_sort_xla, keys.shape[-1], keys)
-
-
-def _sort_desc(scores, valid):
-    """Sort ``scores`` descending with invalid entries last (set to 0).
-
-    Returns the sorted scores ``[m]`` (``-0.0`` for a zero), the permutation
-    ``[m]`` int32 (indices into the input; equal scores in index order, both
-    zeros equal) and the number of valid entries. An integer-key sort
-    (:func:`_stable_sort`).
-    """
-    dk = _desc_keys(scores, valid)
-    sk, perm = _stable_sort(dk)
-    return _desc_scores(sk, scores.dtype), perm, jnp.sum(valid, dtype=jnp.int32)
 
 
 def _first_true(pred_fn, lo, hi, num_iter):
@@ -313,24 +277,30 @@ def _opt_greedy(sp, P, N, sn):
     return _map_row_blocks(block, j, sn, N, sp.shape[0])
 
 
-def _opt_tail_by_positive(sp, P, N, sn, num_valid):
-    """``opt_j`` for the rows ``j >= P`` by one binary search per positive.
+def _tail_cuts(sp, P, N, value_at, m, num_valid):
+    """``J_a = max{j : t_a(j) >= 0}`` for each positive ``a``: one binary search each.
 
     For ``j >= P``, ``opt_j <= a`` iff ``t_a(j) >= 0``, and ``t_a(j)`` is
     non-increasing in ``j`` (also as computed in floating point: every
-    operation is monotone), so ``J_a = max{j : t_a(j) >= 0}`` is a binary
-    search over ranks, O(P log N) in all, and ``opt_j = 1 + #{a : J_a < j}``
-    (a histogram and a cumulative sum, O(N + P)). Equivalent to Algorithm 2's
-    per-negative search, O(N log P), when ``N >> P``. Rows ``j < P`` are left
-    to the caller.
+    operation is monotone), so ``J_a`` is a binary search over the ranks
+    ``P - 1 .. num_valid``, O(P log N) in all; then ``opt_j = 1 + #{a : J_a
+    < j}`` (:func:`_expand_cuts`). Equivalent to Algorithm 2's per-negative
+    search, O(N log P), when ``N >> P``.
+
+    Args:
+        sp: ``[kp]`` sorted positive scores; P, N: ``[]`` int32 counts.
+        value_at: ``jj [kp] -> s-_jj`` (1-based ranks in ``1..max(m, 1)``).
+        m: static number of rows; num_valid: ``[]`` int32, rows in use.
+
+    Returns:
+        ``J [kp]`` int32 in ``[0, m + 1]``; ``m + 1`` for the padding ``a > P``.
     """
-    m = sn.shape[0]
     kp = sp.shape[0]
     a = jnp.arange(1, kp + 1, dtype=jnp.int32)
 
     def pred(j):
         jj = jnp.clip(j, 1, max(m, 1))
-        return _increment(a, jj, sp, sn[jj - 1], P, N) >= 0
+        return _increment(a, jj, sp, value_at(jj), P, N) >= 0
 
     def body(_, carry):
         lo, hi = carry  # invariant: lo = P - 1 ("none") or pred(lo)
@@ -341,10 +311,23 @@ def _opt_tail_by_positive(sp, P, N, sn, num_valid):
     lo0 = jnp.full((kp,), P - 1, jnp.int32)
     hi0 = jnp.full((kp,), num_valid, jnp.int32)
     J, _ = lax.fori_loop(0, _num_bisections(m + 1), body, (lo0, hi0))
-    J = jnp.where(a <= P, jnp.clip(J, 0, m + 1), m + 1)  # padding never counts
-    below = jnp.cumsum(jnp.zeros((m + 2,), jnp.int32).at[J].add(1))
-    j = jnp.arange(1, m + 1, dtype=jnp.int32)
-    return (1 + below[j - 1]).astype(jnp.int32)
+    return jnp.where(a <= P, jnp.clip(J, 0, m + 1), m + 1)  # padding never counts
+
+
+def _expand_cuts(J, m):
+    """``opt_j = 1 + #{a : J_a < j}`` for ``j = 1..m`` (histogram + cumsum), ``[m]`` int32."""
+    below = jnp.cumsum(jnp.zeros((m + 2,), jnp.int32).at[jnp.clip(J, 0, m + 1)].add(1))
+    return (1 + below[:m]).astype(jnp.int32)
+
+
+def _opt_tail_by_positive(sp, P, N, sn, num_valid):
+    """``opt_j`` for the rows ``j >= P`` by one binary search per positive.
+
+    :func:`_tail_cuts` then :func:`_expand_cuts`; rows ``j < P`` are left to
+    the caller.
+    """
+    m = sn.shape[0]
+    return _expand_cuts(_tail_cuts(sp, P, N, lambda jj: sn[jj - 1], m, num_valid), m)
 
 
 def _opt_search(sp, P, N, sn, num_valid, head="scan", tail="negative"):
@@ -505,41 +488,63 @@ def _ap_core(scores, pos_valid, neg_valid, kp, method):
         ``(loss, coef [n], interleaving_rank [n])``, zeros where not valid.
         With no valid positive or no valid negative the loss and the
         coefficients are 0.
+
+    The integer stages (sorting, candidate selection, and for ``select`` the
+    expansion of the per-positive cuts into per-negative ranks) are
+    :func:`_ap_layout` and :func:`_ap_expand`: NumPy host kernels on CPU, XLA
+    elsewhere, with identical results. The float stages are XLA on both.
     """
     dtype = scores.dtype
     n = scores.shape[0]
-    (pos_idx,) = jnp.nonzero(pos_valid, size=kp, fill_value=0)
     P = jnp.sum(pos_valid, dtype=jnp.int32)
-    pv = jnp.arange(kp) < P
-    sp, pperm, _ = _sort_desc(scores[pos_idx], pv)
     N = jnp.sum(neg_valid, dtype=jnp.int32)
-    Pf = jnp.maximum(P, 1).astype(dtype)
+    P_ = jnp.maximum(P, 1)
+    Pf = P_.astype(dtype)
     Nf = jnp.maximum(N, 1).astype(dtype)
-
-    if method == "select":
-        opt = _select_opt(sp, P, N, scores, neg_valid)
+    ok = (P > 0) & (N > 0)
+    select = method == "select"
+    caps = tuple(_select_capacities(n)) if select else (n,)
+    kh = min(kp - 1, n)
+    if len(caps) > 1:
+        # tau_j of the selective ranking for every rank j (see _select_opt),
+        # as integer keys: s >= tau_j  iff  key(-s) <= tkd[j - 1].
+        s_last = jnp.min(jnp.where(pos_valid, scores, jnp.inf))  # = s+_P
+        s_last = jnp.where(P > 0, s_last, 0).astype(dtype)
+        eps = 64 * jnp.finfo(dtype).eps
+        # In the float dtype: (j + P)(j + P - 1) overflows int32 for n >= 46342.
+        jP = (jnp.arange(1, n + 1, dtype=jnp.int32) + P_).astype(dtype)
+        t = s_last - Pf / (jP * (jP - 1)) * (Nf / 2)
+        tkd = _sort_key(-(t - eps * (jnp.abs(s_last) + jnp.abs(t) + 1)))
     else:
-        sn, nperm, _ = _sort_desc(scores, neg_valid)
+        tkd = jnp.zeros((1,), _sort_key(scores[:1]).dtype)  # unused
+    psk, psrc, m, sk, src = _ap_layout(scores, pos_valid, neg_valid, tkd, P_, N,
+                                       kp=kp, caps=caps, kh=kh)
+    sp = _desc_scores(psk, dtype)
+
+    if select:
+        opt, n_above = _select_opt(sp, P, N, m, sk, src, neg_valid, caps=caps, kh=kh)
+    else:
+        sn = _desc_scores(sk, dtype)
         if method == "greedy":
             opt_sorted = _opt_greedy(sp, P, N, sn)
         else:
             opt_sorted = _opt_search(sp, P, N, sn, N)
-        opt_sorted = jnp.where(jnp.arange(1, n + 1) <= N, opt_sorted, 0)
-        opt = jnp.zeros((n,), jnp.int32).at[nperm].set(opt_sorted)
+        dest = jnp.where(jnp.arange(n) < N, src, n)
+        opt = jnp.zeros((n,), jnp.int32).at[dest].set(opt_sorted, mode="drop")
+        n_above = _counts_above(opt, neg_valid, kp)
 
-    ok = (P > 0) & (N > 0)
     opt = jnp.where(neg_valid & ok, opt, 0)
-    n_above = _counts_above(opt, opt > 0, kp)
+    n_above = jnp.where(ok, n_above, 0)
     loss, g_pos_sorted = _ap_outputs(sp, P, N, n_above, dtype)
-    g_pos = jnp.zeros((kp,), dtype).at[pperm].set(g_pos_sorted)
     coef = jnp.where(neg_valid, -2 * (P + 1 - opt).astype(dtype) / (Pf * Nf), 0)
-    coef = coef.at[pos_idx].add(jnp.where(pv, g_pos, 0))
+    pdest = jnp.where(jnp.arange(kp) < P, psrc, n)
+    coef = coef.at[pdest].add(g_pos_sorted, mode="drop")
     coef = jnp.where(ok, coef, 0)
     return jnp.where(ok, loss, 0).astype(dtype), coef, opt
 
 
 # ---------------------------------------------------------------------------
-# Algorithm 3: selective ranking with static capacity buckets.
+# Integer stages: layout (sorts, selection) and expansion; host or XLA.
 # ---------------------------------------------------------------------------
 
 
@@ -549,97 +554,49 @@ def _select_capacities(n):
     return [c for c in caps if c < n] + [n]
 
 
-def _select_opt(sp, P, N, scores, neg_valid):
-    """Interleaving ranks of all negatives (input order) by selective ranking.
-
-    Algorithm 3. Active negatives (``opt_j <= P``) form a prefix of the sorted
-    order (``opt_j`` is non-decreasing in ``j``). For ``j >= P`` (where
-    ``delta_j`` is unimodal) negative ``j`` is active iff ``t_P(j) >= 0``, i.e.
-    ``s-_j >= tau_j := s+_P - P N / (2 (j+P)(j+P-1))``, and since
-    ``s-_j >= tau_j`` iff ``#{s- >= tau_j} >= j``, the last active rank
-    ``J >= P`` is found by a binary search over ranks whose steps are O(n)
-    counts: no sort (step 2). Ranks ``j < P`` are not covered by that test,
-    so the top ``P - 1`` negatives are always candidates. The candidates (a
-    top set of the negatives) are compacted, sorted (O(|S| log |S|)) and
-    ranked by Algorithm 2 in the smallest static bucket that holds them;
-    every other negative gets ``P + 1``. The largest bucket holds all
-    negatives (the exact fallback); inputs too small for a second bucket go
-    straight to it. ``tau`` is lowered by a small relative margin so that
-    rounding can only enlarge the candidate set.
-
-    Every decision of the selection (counts, thresholds, order) is made on
-    integer keys (:func:`_select_sort`): ``tau_j`` is computed once for all
-    ``j`` as floats and turned into keys, so the host and XLA paths take the
-    same decisions.
-    """
-    n = scores.shape[0]
-    dtype = scores.dtype
-    caps = _select_capacities(n)
-    P_ = jnp.maximum(P, 1)
-    N_ = jnp.maximum(N, 1).astype(dtype)
-    dk = _desc_keys(scores, neg_valid)
-    if len(caps) == 1:
-        tkd = jnp.zeros((1,), dk.dtype)  # unused: every valid negative is a candidate
-    else:
-        s_last = sp[P_ - 1]
-        eps = 64 * jnp.finfo(dtype).eps
-        # In the float dtype: (j + P)(j + P - 1) overflows int32 for n >= 46342.
-        jP = (jnp.arange(1, n + 1, dtype=jnp.int32) + P_).astype(dtype)
-        t = s_last - P_.astype(dtype) / (jP * (jP - 1)) * (N_ / 2)
-        tau = t - eps * (jnp.abs(s_last) + jnp.abs(t) + 1)
-        tkd = _sort_key(-tau)  # s >= tau_j  iff  dk <= tkd[j - 1]
-    kh = min(sp.shape[0] - 1, n)
-    m, sk, src = _select_sort(dk, tkd, P_, N, caps=tuple(caps), kh=kh)
-    bucket = jnp.searchsorted(jnp.asarray(caps), m)
-
-    def branch(cap):
-        def run(_):
-            sn = _desc_scores(sk[:cap], dtype)
-            valid = jnp.arange(cap) < m
-            opt = _opt_search(sp, P, N, sn, m, head="monotone", tail="positive")
-            out = jnp.where(neg_valid, P + 1, 0).astype(jnp.int32)
-            dest = jnp.where(valid, src[:cap], n)
-            return out.at[dest].set(opt, mode="drop")
-
-        return run
-
-    if len(caps) == 1:  # small inputs: a conditional costs more than it saves
-        return branch(caps[0])(None)
-    return lax.switch(bucket, [branch(c) for c in caps], None)
-
-
-def _select_sort(dk, tkd, P_, N, *, caps, kh):
-    """Candidates of the selective ranking, sorted: ``(m, keys [n], src [n])``.
+def _ap_layout(scores, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
+    """Sorted positives and sorted candidate negatives, as integer keys.
 
     Args:
-        dk: ``[n]`` int keys of the negatives (:func:`_desc_keys`; others max).
-        tkd: ``[n]`` int, ``tkd[j-1] = key(-tau_j)``: negative of rank ``j >=
-            P`` is possibly active iff ``#{dk <= tkd[j-1]} >= j``. Unused (any
-            shape) if ``len(caps) == 1``.
-        P_: ``[]`` int32, ``max(P, 1)``; N: ``[]`` int32 number of negatives.
-        caps: static bucket capacities (the last one ``n``).
-        kh: static ``min(kp - 1, n)``, the size of the top set of rows ``j < P``.
+        scores: ``[n]`` float scores.
+        pos_valid, neg_valid: ``[n]`` bool masks.
+        tkd: ``[n]`` int keys ``key(-tau_j)`` of the selection thresholds
+            (:func:`_select_opt`); any shape if ``len(caps) == 1``.
+        P_: ``[]`` int32 ``max(P, 1)``; N: ``[]`` int32 number of negatives.
+        kp: static capacity of the positives (the first ``kp`` positives in
+            input order are kept).
+        caps: static bucket capacities, the last ``n``; ``(n,)``: every valid
+            negative is a candidate (no selection).
+        kh: static ``min(kp - 1, n)``.
 
     Returns:
-        ``m`` (``[]`` int32, the number of candidates), their keys sorted
-        ascending (``[n]``, the rest max) and their input positions ``src``
-        (``[n]`` int32; ties in input order; entries past ``m`` undefined).
-        Integers only: the host and XLA paths return the same values.
+        ``psk [kp]`` (keys ``key(-s)`` of the positives, ascending = scores
+        descending, padding max), ``psrc [kp]`` int32 (their input positions),
+        ``m`` (``[]`` int32, number of candidate negatives), ``sk [n]`` (their
+        keys ascending, padding max) and ``src [n]`` int32 (their input
+        positions). Ties in input order; entries past the valid count are
+        undefined in ``psrc``/``src``. Integers only, the same on both paths.
     """
-    n = dk.shape[0]
-    host = functools.partial(_select_sort_host, caps=caps, kh=kh)
-    xla = functools.partial(_select_sort_xla, caps=caps, kh=kh)
-    return _dispatch(host, xla, n, dk, tkd, P_, N)
+    ak = _sort_key(-scores)
+    host = functools.partial(_ap_layout_host, kp=kp, caps=caps, kh=kh)
+    xla = functools.partial(_ap_layout_xla, kp=kp, caps=caps, kh=kh)
+    return _dispatch(host, xla, scores.shape[-1], ak, pos_valid, neg_valid, tkd,
+                     P_.astype(jnp.int32), N.astype(jnp.int32))
 
 
-def _select_sort_xla(dk, tkd, P_, N, *, caps, kh):
-    """XLA path of :func:`_select_sort` (one list)."""
-    n = dk.shape[0]
-    ity = dk.dtype
+def _ap_layout_xla(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
+    """XLA path of :func:`_ap_layout` (one list)."""
+    n = ak.shape[0]
+    ity = ak.dtype
     top = _key_max(ity)
     imin = jnp.array(jnp.iinfo(ity).min, ity)
+    P = jnp.sum(pos_valid, dtype=jnp.int32)
+    (pidx,) = jnp.nonzero(pos_valid, size=kp, fill_value=0)
+    psk, pperm = _stable_sort_xla(jnp.where(jnp.arange(kp) < P, ak[pidx], top))
+    psrc = pidx[pperm].astype(jnp.int32)
+    dk = jnp.where(neg_valid, ak, top)
     if len(caps) == 1:
-        sel = dk != top
+        sel = neg_valid
     else:
         # Ranks j >= P: largest possibly active J by binary search (the test is
         # exact there). lo = P - 1 stands for "none".
@@ -650,12 +607,12 @@ def _select_sort_xla(dk, tkd, P_, N, *, caps, kh):
             ok = jnp.sum(dk <= tkd[j - 1], dtype=jnp.int32) >= j
             return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid - 1)
 
-        lo0 = jnp.minimum(P_ - 1, N).astype(jnp.int32)
-        J, _ = lax.fori_loop(0, _num_bisections(n + 1), body, (lo0, N.astype(jnp.int32)))
+        lo0 = jnp.minimum(P_ - 1, N)
+        J, _ = lax.fori_loop(0, _num_bisections(n + 1), body, (lo0, N))
         thr = jnp.where(J >= P_, tkd[jnp.maximum(J, 1) - 1], imin)
         # Ranks j < P: delta_j is not unimodal there, so the first P - 1
         # negatives (the h smallest keys) are always candidates. Once some
-        # J >= P is possibly active they are already above thr.
+        # J >= P is possibly active they are already within thr.
         if kh > 0:
             h = jnp.minimum(P_ - 1, N)
 
@@ -670,7 +627,8 @@ def _select_sort_xla(dk, tkd, P_, N, *, caps, kh):
     def compact(cap):
         def run(_):
             if cap >= n:  # every negative fits: sort in place, no compaction
-                return _stable_sort_xla(jnp.where(sel, dk, top))
+                sk, perm = _stable_sort_xla(jnp.where(sel, dk, top))
+                return sk, perm.astype(jnp.int32)
             (idx,) = jnp.nonzero(sel, size=cap, fill_value=0)
             sk, perm = _stable_sort_xla(jnp.where(jnp.arange(cap) < m, dk[idx], top))
             return (jnp.concatenate([sk, jnp.full((n - cap,), top, ity)]),
@@ -684,64 +642,204 @@ def _select_sort_xla(dk, tkd, P_, N, *, caps, kh):
     else:
         bucket = jnp.searchsorted(jnp.asarray(caps), m)
         sk, src = lax.switch(bucket, [compact(c) for c in caps], None)
-    return m, sk, src
+    return psk, psrc, m, sk, src
 
 
-def _select_sort_rows(dk, tkd, P_, N, *, caps, kh):
-    """Host path of :func:`_select_sort` on NumPy rows ``[B, n]`` (same integers)."""
-    B, n = dk.shape
-    top = np.iinfo(dk.dtype).max
-    imin = np.iinfo(dk.dtype).min
+def _ap_layout_rows(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
+    """Host path of :func:`_ap_layout` on NumPy rows ``[B, n]`` (the same integers).
+
+    The selection replays the XLA path's binary search step for step (its
+    counts are exact), then compacts and radix-sorts only the candidates.
+    """
+    B, n = ak.shape
+    top = np.iinfo(ak.dtype).max
+    imin = np.iinfo(ak.dtype).min
+    psk = np.full((B, kp), top, ak.dtype)
+    psrc = np.zeros((B, kp), np.int32)
     m_out = np.empty((B,), np.int32)
-    sk_out = np.full((B, n), top, dk.dtype)
-    src_out = np.zeros((B, n), np.int32)
+    sk = np.full((B, n), top, ak.dtype)
+    src = np.zeros((B, n), np.int32)
     niter = _num_bisections(n + 1)
     for b in range(B):
-        d = dk[b]
-        p_, nn = int(P_[b]), int(N[b])
+        k = ak[b]
+        pidx = np.flatnonzero(pos_valid[b])[:kp]
+        perm = _np_argsort(k[pidx])
+        psk[b, : pidx.shape[0]] = k[pidx][perm]
+        psrc[b, : pidx.shape[0]] = pidx[perm]
+        neg = neg_valid[b]
         if len(caps) == 1:
-            idx = np.flatnonzero(d != top)
+            idx = np.flatnonzero(neg)
         else:
+            d = np.where(neg, k, top)
             t = tkd[b]
+            p_, nn = int(P_[b]), int(N[b])
             lo, hi = min(p_ - 1, nn), nn
-            for _ in range(niter):  # the XLA path's binary search, step for step
+            for _ in range(niter):
                 mid = (lo + hi + 1) // 2
                 j = max(mid, 1)
                 if np.count_nonzero(d <= t[j - 1]) >= j:
                     lo = mid
                 else:
                     hi = mid - 1
-            J = lo
-            thr = t[max(J, 1) - 1] if J >= p_ else imin
+            thr = t[max(lo, 1) - 1] if lo >= p_ else imin
             h = min(p_ - 1, nn)
-            if kh > 0 and J < p_ and h > 0:
+            if kh > 0 and lo < p_ and h > 0:
                 thr = max(thr, np.partition(d, h - 1)[h - 1])
             idx = np.flatnonzero(d <= thr)
         m = idx.shape[0]
-        keys = d[idx]
+        keys = k[idx]
         perm = _np_argsort(keys)
         m_out[b] = m
-        sk_out[b, :m] = keys[perm]
-        src_out[b, :m] = idx[perm]
-    return m_out, sk_out, src_out
+        sk[b, :m] = keys[perm]
+        src[b, :m] = idx[perm]
+    return psk, psrc, m_out, sk, src
 
 
-def _select_sort_host(dk, tkd, P_, N, *, caps, kh):
-    """Host path of :func:`_select_sort` (``pure_callback``; any batch axes)."""
-    n = dk.shape[-1]
+def _ap_layout_host(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
+    """Host path of :func:`_ap_layout` (``pure_callback``; any batch axes)."""
+    n = ak.shape[-1]
+    t_len = tkd.shape[-1]
 
-    def host(dk, tkd, P_, N):
-        dk = np.asarray(dk)
-        batch = dk.shape[:-1]
-        m, sk, src = _select_sort_rows(
-            dk.reshape(-1, n), np.asarray(tkd).reshape(-1, np.shape(tkd)[-1]),
-            np.asarray(P_).reshape(-1), np.asarray(N).reshape(-1), caps=caps, kh=kh)
-        return m.reshape(batch), sk.reshape(dk.shape), src.reshape(dk.shape)
+    def host(ak, pos_valid, neg_valid, tkd, P_, N):
+        batch = np.shape(ak)[:-1]
+        out = _ap_layout_rows(
+            np.asarray(ak).reshape(-1, n), np.asarray(pos_valid).reshape(-1, n),
+            np.asarray(neg_valid).reshape(-1, n), np.asarray(tkd).reshape(-1, t_len),
+            np.asarray(P_).reshape(-1), np.asarray(N).reshape(-1), kp=kp, caps=caps, kh=kh)
+        return tuple(x.reshape(batch + x.shape[1:]) for x in out)
 
-    shapes = (jax.ShapeDtypeStruct((), jnp.int32),
-              jax.ShapeDtypeStruct(dk.shape, dk.dtype),
-              jax.ShapeDtypeStruct(dk.shape, jnp.int32))
-    return _host_call(host, shapes, dk, tkd, P_.astype(jnp.int32), N.astype(jnp.int32))
+    shapes = (jax.ShapeDtypeStruct((kp,), ak.dtype), jax.ShapeDtypeStruct((kp,), jnp.int32),
+              jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((n,), ak.dtype),
+              jax.ShapeDtypeStruct((n,), jnp.int32))
+    return _host_call(host, shapes, ak, pos_valid, neg_valid, tkd, P_, N)
+
+
+def _ap_expand(J, opt_head, m, src, neg_valid, P, N, *, kp):
+    """Interleaving ranks in input order from the cuts of :func:`_tail_cuts`.
+
+    Args:
+        J: ``[kp]`` int32 cuts (``opt_j = 1 + #{a : J_a < j}`` for ``j >= P``).
+        opt_head: ``[kh]`` int32, ``opt_j`` of the rows ``j < P``.
+        m: ``[]`` int32 number of candidate rows; src: ``[n]`` int32 their
+            input positions (:func:`_ap_layout`).
+        neg_valid: ``[n]`` bool; P, N: ``[]`` int32.
+        kp: static.
+
+    Returns:
+        ``opt [n]`` int32 (``P + 1`` for valid negatives that are not
+        candidates, 0 for other items) and ``n_above [kp]`` int32
+        (:func:`_counts_above` of ``opt``). The same on both paths.
+    """
+    host = functools.partial(_ap_expand_host, kp=kp)
+    xla = functools.partial(_ap_expand_xla, kp=kp)
+    return _dispatch(host, xla, src.shape[-1], J, opt_head, m, src, neg_valid, P, N)
+
+
+def _ap_expand_xla(J, opt_head, m, src, neg_valid, P, N, *, kp):
+    """XLA path of :func:`_ap_expand` (one list)."""
+    n = src.shape[0]
+    kh = opt_head.shape[0]
+    j = jnp.arange(1, n + 1, dtype=jnp.int32)
+    o = _expand_cuts(J, n)
+    o = o.at[:kh].set(jnp.where(j[:kh] < P, opt_head, o[:kh]))
+    out = jnp.where(neg_valid, P + 1, 0).astype(jnp.int32)
+    out = out.at[jnp.where(j <= m, src, n)].set(o, mode="drop")
+    return out, _counts_above(out, neg_valid, kp)
+
+
+def _ap_expand_rows(J, opt_head, m, src, neg_valid, P, N, *, kp):
+    """Host path of :func:`_ap_expand` on NumPy rows ``[B, ...]``."""
+    B, n = src.shape
+    out = np.zeros((B, n), np.int32)
+    n_above = np.zeros((B, kp), np.int32)
+    for b in range(B):
+        mb, pb, nb = int(m[b]), int(P[b]), int(N[b])
+        o = 1 + np.cumsum(np.bincount(np.clip(J[b], 0, mb + 1), minlength=mb + 2))[:mb]
+        h = max(min(pb - 1, mb), 0)
+        o[:h] = opt_head[b, :h]
+        o = o.astype(np.int32)
+        ob = out[b]
+        ob[neg_valid[b]] = pb + 1
+        ob[src[b, :mb]] = o
+        hist = np.bincount(o, minlength=kp + 2)
+        hist[min(pb + 1, hist.shape[0] - 1)] += nb - mb  # the non-candidates
+        n_above[b] = np.cumsum(hist[: kp + 1])[1:]
+    return out, n_above
+
+
+def _ap_expand_host(J, opt_head, m, src, neg_valid, P, N, *, kp):
+    """Host path of :func:`_ap_expand` (``pure_callback``; any batch axes)."""
+    n = src.shape[-1]
+    kh = opt_head.shape[-1]
+
+    def host(J, opt_head, m, src, neg_valid, P, N):
+        batch = np.shape(src)[:-1]
+        B = int(np.prod(batch))
+        out, n_above = _ap_expand_rows(
+            np.asarray(J).reshape(B, kp), np.asarray(opt_head).reshape(B, kh),
+            np.asarray(m).reshape(B), np.asarray(src).reshape(B, n),
+            np.asarray(neg_valid).reshape(B, n), np.asarray(P).reshape(B),
+            np.asarray(N).reshape(B), kp=kp)
+        return out.reshape(batch + (n,)), n_above.reshape(batch + (kp,))
+
+    shapes = (jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((kp,), jnp.int32))
+    return _host_call(host, shapes, J, opt_head, m, src, neg_valid, P, N)
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 3: selective ranking with static capacity buckets.
+# ---------------------------------------------------------------------------
+
+
+def _select_opt(sp, P, N, m, sk, src, neg_valid, *, caps, kh):
+    """Interleaving ranks of all negatives (input order) by selective ranking.
+
+    Algorithm 3. Active negatives (``opt_j <= P``) form a prefix of the sorted
+    order (``opt_j`` is non-decreasing in ``j``). For ``j >= P`` (where
+    ``delta_j`` is unimodal) negative ``j`` is active iff ``t_P(j) >= 0``, i.e.
+    ``s-_j >= tau_j := s+_P - P N / (2 (j+P)(j+P-1))``, and since
+    ``s-_j >= tau_j`` iff ``#{s- >= tau_j} >= j``, the last active rank
+    ``J >= P`` is found by a binary search over ranks whose steps are O(n)
+    counts: no sort (step 2). Ranks ``j < P`` are not covered by that test,
+    so the top ``P - 1`` negatives are always candidates. ``tau`` is lowered
+    by a small relative margin so that rounding can only enlarge the
+    candidate set. That selection, the compaction of the candidates (a top
+    set of the negatives) and their sort are :func:`_ap_layout` (integer
+    keys; ``m`` candidates, sorted keys ``sk``, input positions ``src``).
+
+    Here the candidates are ranked in the smallest static bucket that holds
+    them: the rows ``j >= P`` by one binary search per positive
+    (:func:`_tail_cuts`, O(P log m)), the first ``P - 1`` rows by the exact
+    divide and conquer of :func:`_opt_head_monotone`; :func:`_ap_expand`
+    turns the cuts into ranks in input order (every other negative gets ``P +
+    1``). The largest bucket holds all negatives (the exact fallback); inputs
+    too small for a second bucket go straight to it.
+
+    Returns:
+        ``opt [n]`` int32 and ``n_above [kp]`` int32 (see :func:`_ap_expand`).
+    """
+    dtype = sp.dtype
+    kp = sp.shape[0]
+
+    def branch(cap):
+        def run(_):
+            J = _tail_cuts(sp, P, N, lambda jj: _desc_scores(sk[jj - 1], dtype), cap, m)
+            num_head = min(kp - 1, cap)
+            oh = jnp.full((kh,), P + 1, jnp.int32)
+            if num_head > 0:
+                rows = jnp.minimum(P - 1, m)
+                head = _opt_head_monotone(sp, P, N, _desc_scores(sk[:num_head], dtype), rows)
+                oh = oh.at[:num_head].set(head)
+            return J, oh
+
+        return run
+
+    if len(caps) == 1:  # small inputs: a conditional costs more than it saves
+        J, oh = branch(caps[0])(None)
+    else:
+        bucket = jnp.searchsorted(jnp.asarray(caps), m)
+        J, oh = lax.switch(bucket, [branch(c) for c in caps], None)
+    return _ap_expand(J, oh, m, src, neg_valid, P, N, kp=kp)
 
 
 # ---------------------------------------------------------------------------

@@ -157,8 +157,10 @@ def _sort_key(scores):
 
     Floats: the IEEE-754 bit pattern, the bits of negative numbers mirrored
     (``bits ^ INT_MAX``), so that integer order is numeric order for every
-    non-NaN value, ``-inf`` and subnormals included; ``-0.0`` is first mapped
-    to ``+0.0``, so the two zeros tie. Every NaN (either sign, any payload)
+    non-NaN value, ``-inf`` and subnormals included (computed with integer
+    operations only, so subnormals keep their order although XLA's float
+    comparisons flush them to zero); ``-0.0`` is mapped to ``+0.0``'s key,
+    so the two zeros tie. Every NaN (either sign, any payload)
     gets one key, that of the canonical quiet NaN ``+0x7FC00000`` (float64
     ``+0x7FF8000000000000``): above ``+inf`` and below the largest integer
     (which callers use as a sentinel for masked entries). Integers: the value
@@ -180,11 +182,15 @@ def _sort_key(scores):
         scores = scores.astype(jnp.float32)
     f64 = scores.dtype == jnp.float64
     ity = jnp.int64 if f64 else jnp.int32
+    top = jnp.array(jnp.iinfo(ity).max, ity)
+    inf_bits = jnp.array(0x7FF0000000000000 if f64 else 0x7F800000, ity)
     nan_key = jnp.array(0x7FF8000000000000 if f64 else 0x7FC00000, ity)
-    scores = jnp.where(scores == 0, jnp.zeros_like(scores), scores)  # -0 -> +0
+    # Integer operations only: XLA's float compares flush subnormals to zero.
     bits = lax.bitcast_convert_type(scores, ity)
-    key = jnp.where(bits < 0, bits ^ jnp.array(jnp.iinfo(ity).max, ity), bits)
-    return jnp.where(jnp.isnan(scores), nan_key, key)
+    mag = bits & top
+    key = jnp.where(bits < 0, bits ^ top, bits)
+    key = jnp.where(mag == 0, jnp.zeros_like(key), key)  # -0 -> +0
+    return jnp.where(mag > inf_bits, nan_key, key)
 
 
 def _pairwise_sum(x):
