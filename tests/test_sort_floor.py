@@ -17,6 +17,7 @@ import pytest
 import reference
 
 import jaxrank
+from jaxrank._src import aucsvm
 from jaxrank._src import inference as inf
 from jaxrank._src.metrics import _sort_key
 from jaxrank.inference import ap_oracle, auc_oracle
@@ -237,26 +238,47 @@ def test_host_path_matches_brute_force_on_tiny_lists():
             np.testing.assert_allclose(np.asarray(r.coef)[:n], coef, rtol=1e-6, atol=1e-7)
 
 
+def _has_callback(fn, *args):
+    text = str(jax.make_jaxpr(fn)(*args))
+    return "buffer_callback" in text or "pure_callback" in text
+
+
 def test_path_switch_reaches_the_program():
-    s = jnp.zeros((inf._HOST_MIN_LEN,), jnp.float32)
-    y = jnp.arange(inf._HOST_MIN_LEN) % 7 == 0
-    w = jnp.ones_like(y)
-
-    def jaxpr(fn):
-        return str(jax.make_jaxpr(fn)(s, y, w))
-
-    ap = functools.partial(ap_oracle, kp=512)
+    n = max(inf._HOST_MIN_LEN, aucsvm._HOST_MIN_LEN)
+    a = (jnp.zeros((n,), jnp.float32), jnp.arange(n) % 7 == 0, jnp.ones((n,), bool))
+    ap = functools.partial(ap_oracle, kp=n // 4)
     with inf._sort_path("xla"):
-        assert "pure_callback" not in jaxpr(ap) and "pure_callback" not in jaxpr(auc_oracle)
+        assert not _has_callback(ap, *a) and not _has_callback(auc_oracle, *a)
     with inf._sort_path("host"):
-        assert "pure_callback" in jaxpr(ap) and "pure_callback" in jaxpr(auc_oracle)
-    # Default: the host kernel on CPU only, from _HOST_MIN_LEN entries on.
-    assert "platform_index" in jaxpr(ap) and "pure_callback" in jaxpr(ap)
-    small = str(jax.make_jaxpr(functools.partial(ap_oracle, kp=4))(s[:64], y[:64], w[:64]))
-    assert "pure_callback" not in small
+        assert _has_callback(ap, *a) and _has_callback(auc_oracle, *a)
+        small = tuple(x[:64] for x in a)
+        assert _has_callback(functools.partial(ap_oracle, kp=16), *small)
+    # Default: the host kernels on CPU only (platform_dependent), from their
+    # minimum lengths on.
+    for fn in (ap, auc_oracle):
+        assert _has_callback(fn, *a) and "platform_index" in str(jax.make_jaxpr(fn)(*a))
+    small = tuple(x[: inf._HOST_MIN_LEN - 1] for x in a)
+    assert not _has_callback(functools.partial(ap_oracle, kp=16), *small)
+    small = tuple(x[: aucsvm._HOST_MIN_LEN - 1] for x in a)
+    assert not _has_callback(auc_oracle, *small)
     with pytest.raises(ValueError, match="path"):
         with inf._sort_path("gpu"):
             pass
+
+
+def test_pure_callback_fallback_is_the_same(monkeypatch):
+    # Without jax.experimental.buffer_callback the host kernels run through
+    # jax.pure_callback: the same integers.
+    s, y, w = _case(BIG, 200, 4.0, 7)
+    monkeypatch.setattr(inf, "_CALLBACK", "pure")
+    out = {}
+    for path in ("xla", "host"):
+        with inf._sort_path(path):
+            if path == "host":
+                assert "pure_callback" in str(jax.make_jaxpr(auc_oracle)(s, y, w))
+            out[path] = (_np(ap_oracle(s, y, w, kp=KP_BIG)), _np(auc_oracle(s, y, w)))
+    _assert_same(out["host"][0], out["xla"][0], "ap")
+    _assert_same(out["host"][1], out["xla"][1], "auc")
 
 
 def test_apsvm_fit_is_the_same_on_both_paths():

@@ -11,16 +11,21 @@ negative ``j``) pair, with the normalised joint feature map and loss
 and is computed by sorting and binary search in O(n log n) time and O(n)
 memory, never forming the ``P x N`` pairs (:func:`auc_oracle`). Counts are
 summed in the float dtype (``P N`` exceeds int32 beyond ``2^31`` pairs).
+
+Scores are compared through order-preserving integer keys
+(:func:`jaxrank._src.metrics._sort_key`), so the sorts are integer sorts; on
+CPU, for lists of at least ``_HOST_MIN_LEN`` items, the counting runs as a
+NumPy host kernel that sorts only the negatives that can be swapped with
+some positive (see :mod:`jaxrank._src.inference`, "Sorting at the floor").
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxrank._src.base import StructuredSVM
 from jaxrank._src.inference import (
@@ -34,6 +39,12 @@ from jaxrank._src.inference import (
 from jaxrank._src.metrics import _sort_key
 from jaxrank._src.models import Model
 from jaxrank._src.types import Violation
+
+
+# Lists shorter than this use the XLA path on CPU too: its two single-operand
+# integer sorts need no index payload and beat a host round trip below
+# 8192-32768 entries (bench/inference.py --design, "Host vs XLA path by size").
+_HOST_MIN_LEN = 16384
 
 
 @jax.jit
@@ -93,7 +104,8 @@ def _auc_counts(key, qm, qp, pos, neg):
         positive ``i`` and ``d_j = #{pos i : key_i < qp_j}`` for a negative
         ``j``; 0 elsewhere. Identical on the host and XLA paths.
     """
-    return _dispatch(_auc_counts_host, _auc_counts_xla, key.shape[-1], key, qm, qp, pos, neg)
+    return _dispatch(_auc_counts_host, _auc_counts_xla, key.shape[-1], key, qm, qp, pos, neg,
+                     min_len=_HOST_MIN_LEN)
 
 
 def _auc_counts_xla(key, qm, qp, pos, neg):

@@ -82,10 +82,11 @@ def _increment(k, j, sp_k, sn_j, P, N):
 # XLA otherwise (and on every other platform); "xla" or "host": forced (tests
 # and benchmarks only: use :func:`_sort_path`, which clears JAX's caches).
 _SORT_PATH = "auto"
-# Below this length the XLA sort costs less than a host round trip, and a
+# Below this length the XLA path costs less than a host round trip, and a
 # program without host callbacks can be kept in JAX's persistent compilation
-# cache (programs with a ``pure_callback`` are not). Measured crossover:
-# bench/results/inference.md ("host vs XLA sort").
+# cache (programs with a host callback are not). Measured crossover of AP
+# select: between 1024 and 2048 entries (bench/inference.py --design, "Host
+# vs XLA path by size"; the ROC-area oracle has its own, in aucsvm.py).
 _HOST_MIN_LEN = 2048
 # vmap of a host kernel: one callback for the whole batch (the kernels loop
 # over the rows in NumPy); measured against "sequential" in the bench notes.
@@ -124,8 +125,8 @@ def _sort_path(path):
         jax.clear_caches()
 
 
-def _dispatch(host_fn, xla_fn, length, *args):
-    """``host_fn(*args)`` on CPU (sorts of ``length >= _HOST_MIN_LEN``), else ``xla_fn``.
+def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
+    """``host_fn(*args)`` on CPU (``length >= min_len``, default ``_HOST_MIN_LEN``), else ``xla_fn``.
 
     The choice is static (trace time) except for the platform, which
     ``lax.platform_dependent`` resolves when the program is lowered. 64-bit
@@ -135,7 +136,8 @@ def _dispatch(host_fn, xla_fn, length, *args):
     """
     path = _SORT_PATH
     wide = any(jnp.dtype(a.dtype).itemsize > 4 for a in args)
-    if path == "xla" or wide or (path == "auto" and length < _HOST_MIN_LEN):
+    min_len = _HOST_MIN_LEN if min_len is None else min_len
+    if path == "xla" or wide or (path == "auto" and length < min_len):
         return xla_fn(*args)
     if path == "host":
         return host_fn(*args)
