@@ -14,6 +14,17 @@ is one term of eq. (5); ``delta_j(i)`` is its suffix sum over ``k >= i`` and
 ``delta_j(P+1) = 0``. The output of inference only needs
 ``n_a = #{j : opt_j <= a}``, the number of negatives ranked above the a-th
 positive in the most-violated ranking.
+
+Sorting at the floor (issue 12): scores are sorted as order-preserving
+integer keys, never as floats, and on CPU the integer stages of the AP
+oracle (sorting the positives, selecting and sorting the candidate
+negatives, expanding per-positive cuts into per-negative ranks) run as NumPy
+host kernels through a JAX callback chosen by ``lax.platform_dependent``;
+GPU/TPU programs keep the pure-XLA path. The float arithmetic stays in XLA
+on both paths and the host kernels return the XLA path's integers, so the
+results are bitwise identical (tests/test_sort_floor.py). A program with a
+host callback is not kept in JAX's persistent compilation cache; lists
+shorter than ``_HOST_MIN_LEN`` always take the XLA path.
 """
 
 from __future__ import annotations
@@ -927,6 +938,11 @@ def ap_oracle(scores, positive, where, *, kp, method="select"):
     Returns:
         :class:`Violation` (``aux`` = interleaving ranks ``[n]`` int32). A
         list without a positive or without a negative gives zeros.
+
+    On CPU, for ``n >= 2048``, the sorting and selection run as NumPy host
+    kernels (a JAX callback; the float work stays in XLA), with results
+    bitwise equal to the pure-XLA path that GPU/TPU run. ``vmap`` batches
+    the host kernels into one callback per call.
 
     References:
         Yue et al., SIGIR 2007 (Algorithm 1); Mohapatra, Jawahar, Kumar,
