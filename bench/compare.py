@@ -337,7 +337,7 @@ def report(all_rows, durations, meta):
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
         (f"- old: {meta['old_commit']} ({meta['old_tree']}); new: {meta['new_commit']} "
          f"({meta['new_tree']})"),
-        (f"- mode: {meta['mode']}, {meta['rounds']} round(s) per script, old then new "
+        (f"- mode: {meta['mode']}, rounds per script: {meta['rounds']}; old then new "
          "in each round (fresh processes)"),
         (f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
          f"load average at start {meta['load']}"),
@@ -398,6 +398,13 @@ def main(argv=None):
                    "--no-phases of inference.py is kept")
     p.add_argument("--allow-xla-fallback", dest="allow_xla", action="store_true",
                    help="run even if the new tree's native DCD kernel is not built")
+    p.add_argument("--script-rounds", action="append", default=[], metavar="SCRIPT=N",
+                   help="rounds of one script (overrides --rounds for it), e.g. sweep=1")
+    p.add_argument("--reuse", choices=("old", "all"), default=None,
+                   help="keep outputs already in WORKDIR/runs instead of running again (a run "
+                   "is reused when its .out parses to figures): 'old' those of the old code "
+                   "(which does not change), 'all' also the new tree's (only if it is unchanged "
+                   "since)")
     p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     p.add_argument("--cleanup", action="store_true", help="remove the old worktree at the end")
     args = p.parse_args(argv)
@@ -415,6 +422,13 @@ def main(argv=None):
         if not sep or name not in SCRIPTS:
             p.error(f"--args expects SCRIPT=ARGS with SCRIPT in {SCRIPTS}; got {item!r}")
         override[name] = shlex.split(rest)
+    per_script = {}
+    for item in args.script_rounds:
+        name, sep, n = item.partition("=")
+        if not sep or name not in SCRIPTS or not n.isdigit() or int(n) < 1:
+            p.error(f"--script-rounds expects SCRIPT=N (N >= 1) with SCRIPT in {SCRIPTS}; "
+                    f"got {item!r}")
+        per_script[name] = int(n)
     workdir = Path(args.workdir).resolve()
     runs_dir = workdir / "runs"
     old = workdir / "old"
@@ -438,26 +452,34 @@ def main(argv=None):
         "new_commit": git("rev-parse", "--short", "HEAD")
         + (" + uncommitted changes" if git("status", "--porcelain", "--", "jaxrank", "bench")
            else ""),
-        "new_tree": str(ROOT), "mode": mode, "rounds": rounds,
+        "new_tree": str(ROOT), "mode": mode,
+        "rounds": ", ".join(f"{s} {per_script.get(s, rounds)}" for s in scripts),
         "load": ", ".join(f"{x:.1f}" for x in os.getloadavg()),
     }
     print(f"old {meta['old_commit']} at {old}; new {meta['new_commit']} at {ROOT}; "
-          f"{mode} mode, {rounds} round(s); outputs in {runs_dir}", flush=True)
+          f"{mode} mode, rounds {meta['rounds']}; outputs in {runs_dir}", flush=True)
     figures, durations, all_rows = {}, {}, {}
     for s in scripts:
         figures[s] = {"old": [], "new": []}
         durations[s] = {"old": [], "new": []}
-        for r in range(1, rounds + 1):
+        for r in range(1, per_script.get(s, rounds) + 1):
             for side, tree in (("old", old), ("new", ROOT)):
                 base = f"{s}.{side}.{r}"
                 out, err = runs_dir / f"{base}.out", runs_dir / f"{base}.err"
                 cmd = command(s, tree, side, mode, runs_dir / f"{base}.md", override.get(s))
-                rc, dt = run_one(cmd, tree, out, err, args.timeout)
+                reused = bool(args.reuse in ("all", side) and out.exists()
+                              and PARSERS[s](out.read_text()))
+                if reused:
+                    rc, dt = 0, float("nan")
+                else:
+                    rc, dt = run_one(cmd, tree, out, err, args.timeout)
                 text = out.read_text()
                 figs = PARSERS[s](text)
                 figures[s][side].append(figs)
                 durations[s][side].append((dt, rc))
-                print(f"{s}.py {side} round {r}: {dt:.0f} s, exit {rc}, {len(figs)} figures"
+                print(f"{s}.py {side} round {r}: "
+                      + ("reused" if reused else f"{dt:.0f} s") + f", exit {rc}, "
+                      f"{len(figs)} figures"
                       + ("" if rc == 0 else f" (see {err})"), flush=True)
         all_rows[s] = summarise(s, figures[s])
     text = report(all_rows, durations, meta)

@@ -21,8 +21,11 @@ and ``bench/figures/latent_supervision.png``:
    * ``LatentSSVM``: C in ``SSVM_CS``;
    * ``APSVM`` on bag-mean features (one feature vector per bag): C in ``MEAN_CS``.
 
-   Every latent model: ``SETTINGS`` (one random initialisation, at most 8 CCCP
-   iterations, tol 1e-3) and ``inference="greedy"`` (exact). Features are
+   Every latent model: ``SETTINGS`` (``--n-init`` random initialisations, 3 by
+   default (the paper's lower end; the lowest objective is kept), at most 8 CCCP
+   iterations, tol 1e-3) and ``inference="greedy"`` (exact). ``--inner-cv``
+   changes the number of inner folds of every method alike (the recorded run:
+   2, to fit the time). Features are
    standardised with the statistics of the outer training instances. Reported
    besides AP: CCCP iterations of the refits, time per outer fold, and the
    paired count of datasets on which latent AP-SVM is ahead.
@@ -61,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tarfile
@@ -102,8 +106,8 @@ SVM_JS = [0.1, 1.0]
 SVM_ROBUST = [0.0, 0.3]
 MEAN_CS = [1.0, 10.0, 100.0, 1000.0]
 INNER_CV = 3
-# n_init=1 (the paper: 3-5 seeds) and at most 8 CCCP iterations, to fit the time.
-SETTINGS = dict(n_init=1, tol=1e-3, max_outer_iter=8)
+# n_init=3 (the paper: 3-5 seeds, lowest objective kept), at most 8 CCCP iterations.
+SETTINGS = dict(n_init=3, tol=1e-3, max_outer_iter=8)
 # inference="greedy": exact like "select" (same results), about half the compile time.
 INFERENCE = "greedy"
 AP_ITER, SVM_ITER = 1000, 1000
@@ -113,10 +117,10 @@ BIG, BIG_SVM_ITER = 5000, 300
 S_LEVELS = [0, 25, 50, 75, 100]
 # Why the recorded run left LatentSSVM out of some sets (measured in that run).
 SSVM_SKIP_NOTE = (
-    "in the recorded run its first outer fold on animals:fox took 574 s (LatentAPSVM 124 s, "
-    "LatentSVM 29 s, under load): its approximate inference runs 12 AP inferences per oracle "
-    "call and its convex steps at C >= 100 stop at max_iter=1000 unconverged; the run was "
-    "restarted without it to fit the time budget.")
+    "time budget of the recorded run (its approximate inference runs 12 AP inferences per "
+    "oracle call and its convex steps at C >= 100 stop at max_iter=1000 unconverged; in the "
+    "previous 1-initialisation run its first outer fold on animals:fox alone took 574 s, "
+    "LatentAPSVM 124 s, LatentSVM 29 s, under load).")
 METHODS = ["LatentAPSVM", "LatentSVM", "LatentSSVM"]
 
 
@@ -142,10 +146,17 @@ def load_mil(name):
 
 
 def standardise(X, rows):
-    mu = X[rows].mean(axis=0)
-    sd = X[rows].std(axis=0)
-    sd[sd == 0] = 1
-    return ((X - mu) / sd).astype(np.float32)
+    """X standardised with the statistics of ``rows`` (float32).
+
+    ``sklearn.preprocessing.StandardScaler``: features that are constant on
+    ``rows`` up to rounding keep scale 1. (The previous hand-written version
+    only caught an exactly zero std: fox, tiger and elephant have features
+    with std 1e-16..1e-13 on the training rows, which it scaled to values up
+    to 1e18.)
+    """
+    from sklearn.preprocessing import StandardScaler
+
+    return StandardScaler().fit(X[rows]).transform(X).astype(np.float32)
 
 
 def make_bags(labels, target, n_bags=100, T=10, seed=0):
@@ -217,32 +228,39 @@ def _sweep(X, y, bags, est, Cs, train):
                              random_state=0, refit="joint")
 
 
-def nested_cv(name, X, bags, y, quick=False, log=print, methods=None):
+def nested_cv(name, X, bags, y, quick=False, log=print, methods=None, on_method=None):
     """Outer 5-fold CV of every method: dict method -> list of fold records.
 
     Per outer fold and method, one ``jaxrank.sweep`` call (``refit="joint"``):
     the inner CV fits of every C and the refits of every C on all training bags
     run in one compiled call (compiled once per dataset and method: the outer
-    folds are ``where`` masks of the same shapes).
+    folds are ``where`` masks of the same shapes). Methods run one after the
+    other (all 5 folds each); ``on_method(method, records)`` is called as soon
+    as a method has finished its 5 folds (the caller saves them, so a run cut
+    short keeps the finished methods).
     """
     ids = np.unique(bags)
     pos_rate = y.mean()
     big = X.shape[0] > BIG
     svm_iter = BIG_SVM_ITER if big else SVM_ITER
     ratio = 1.0 / pos_rate  # (|P| + |N|) / |P|
-    out = {m: [] for m in METHODS + ["APSVM (bag mean)"] if methods is None or m in methods}
+    todo = [m for m in METHODS + ["APSVM (bag mean)"] if methods is None or m in methods]
+    out = {}
     outer = StratifiedKFold(5, shuffle=True, random_state=0)
     inst_bag = np.searchsorted(ids, bags)
-    for f, (tr, te) in enumerate(outer.split(ids, y)):
+    folds = []
+    for tr, te in outer.split(ids, y):
         train = np.zeros(len(ids), bool)
         train[tr] = True
         Xf = standardise(X, train[inst_bag])
-        te_rows = ~train[inst_bag]
         # Bag means of the standardised features (for APSVM on bag means).
         Xm = np.zeros((len(ids), X.shape[1]), np.float32)
         np.add.at(Xm, inst_bag, Xf)
         Xm /= np.bincount(inst_bag)[:, None]
-        for method in out:
+        folds.append((train, te, Xf, ~train[inst_bag], Xm))
+    for method in todo:
+        recs = []
+        for f, (train, te, Xf, te_rows, Xm) in enumerate(folds):
             t0 = time.perf_counter()
             if method == "APSVM (bag mean)":
                 with warnings.catch_warnings():
@@ -281,13 +299,26 @@ def nested_cv(name, X, bags, y, quick=False, log=print, methods=None):
                 m = r.best_estimators[0]
                 ap = m.score(Xf[te_rows], y[te], bags=bags[te_rows])
                 rec = dict(ap=ap, C=r.best_C[0], outer=m.n_outer_iter_,
-                           fits=r.n_fits + len(Cs), w_norm=float(np.linalg.norm(m.coef_)))
+                           fits=r.n_fits + len(Cs))
+            if method != "APSVM (bag mean)":
+                rec.update(w_norm=float(np.linalg.norm(m.coef_)),
+                           objective=float(getattr(m, "objective_", np.nan)),
+                           init_objectives=np.asarray(getattr(m, "init_objectives_", []),
+                                                      np.float64).tolist(),
+                           n_init=SETTINGS["n_init"])
+            rec["inner_cv"] = INNER_CV
+            rec["scaler"] = "StandardScaler"
+            rec["load"] = list(os.getloadavg())  # 1, 5, 15 min load average at fold end
             rec["total"] = time.perf_counter() - t0
-            out[method].append(rec)
+            recs.append(rec)
             log(f"  {name} fold {f + 1} {method}: test AP {rec['ap']:.3f} (C={rec['C']:g}"
                 + (f", J={rec['J']:g}x, c={rec['c']:g}" if "J" in rec else "")
                 + (f", {rec['outer']} CCCP iterations" if rec["outer"] else "")
+                + (f", |w|={rec['w_norm']:.3g}" if "w_norm" in rec else "")
                 + f") {rec['total']:.0f} s")
+        out[method] = recs
+        if on_method is not None:
+            on_method(method, recs)
     return out, pos_rate
 
 
@@ -462,6 +493,7 @@ def _jsonable(x):
 
 
 def main():
+    global INNER_CV
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--parts", default="table,sweep,oracle")
     p.add_argument("--datasets", default=None,
@@ -475,7 +507,14 @@ def main():
     p.add_argument("--fresh", action="store_true",
                    help="ignore the raw results cached next to --output (default: update them, "
                    "so parts and datasets can be run separately)")
+    p.add_argument("--n-init", type=int, default=SETTINGS["n_init"],
+                   help="random initialisations of every latent model in the MIL table "
+                   "(lowest objective kept; the paper uses 3-5)")
+    p.add_argument("--inner-cv", type=int, default=INNER_CV,
+                   help="inner CV folds of the MIL table (every method alike)")
     args = p.parse_args()
+    SETTINGS["n_init"] = args.n_init
+    INNER_CV = args.inner_cv
     parts = set(args.parts.split(","))
     cache_path = Path(args.output).with_suffix(".json")
     cache = {} if args.fresh or not cache_path.exists() else json.loads(cache_path.read_text())
@@ -504,11 +543,20 @@ def main():
                 f"({y.sum()} positive), at most {T_max} per bag")
             t0 = time.perf_counter()
             methods = None if args.methods is None else args.methods.split(",")
-            res, pos_rate = nested_cv(name, X, bags, y, quick=args.quick, log=log,
-                                      methods=methods)
-            table[name] = dict(res=res, pos_rate=pos_rate, shape=X.shape, n_bags=len(y),
-                               seconds=time.perf_counter() - t0)
-            save()
+            # Merge into the cached entry: methods run separately (--methods) keep the others.
+            entry = table.setdefault(name, {})
+            entry.update(pos_rate=float(y.mean()), shape=list(X.shape), n_bags=len(y))
+            entry.setdefault("res", {})
+            entry.setdefault("method_seconds", {})
+
+            def on_method(method, recs, entry=entry):
+                entry["res"][method] = recs
+                entry["method_seconds"][method] = sum(r["total"] for r in recs)
+                entry["seconds"] = sum(entry["method_seconds"].values())
+                save()  # written as soon as a method has its 5 folds
+
+            nested_cv(name, X, bags, y, quick=args.quick, log=log, methods=methods,
+                      on_method=on_method)
 
     if "sweep" in parts:
         results = {}
@@ -556,28 +604,34 @@ def main():
         "",
         f"Machine: {platform.machine()} VM, {jax.device_count()} CPU devices (2 cores, "
         f"`jax_num_cpu_devices=2`), no GPU, jax {jax.__version__}, float32. **Noisy "
-        "timings:** the VM was shared with other engineers' jobs during the whole run (load "
-        "average 7-9 on 2 cores), so every time below is several times what an idle machine "
-        "gives; compare within a row.",
+        "timings:** the VM was shared with other engineers' jobs during the whole run "
+        f"({_load_text(cache.get('table', {}))}), so every time below is several times what an "
+        "idle machine gives; compare within a row.",
         "",
-        "Reproduce (raw results are cached in `latent.json` next to this file and merged, so "
-        "parts and datasets can be run separately; the report is rebuilt from the cache):",
+        "Reproduce (raw results are cached in `latent.json` next to this file and merged per "
+        "dataset and method, each method saved as soon as its 5 outer folds are done, so "
+        "parts, datasets and methods can be run separately; the report is rebuilt from the "
+        "cache). The recorded MIL table (n_init=3, inner 2-fold CV), in this order:",
         "",
         "```bash",
-        "python bench/latent.py --parts sweep",
-        "for d in musk1 ucsb_breast_cancer; do python bench/latent.py --parts table --datasets $d; done",
-        "for d in animals:fox animals:tiger elephant; do",
-        "  python bench/latent.py --parts table --datasets $d --methods 'LatentAPSVM,LatentSVM,APSVM (bag mean)'",
+        "for d in musk1 ucsb_breast_cancer animals:fox animals:tiger elephant; do",
+        "  python bench/latent.py --parts table --datasets $d --inner-cv 2 \\",
+        "      --methods 'LatentAPSVM,LatentSVM,APSVM (bag mean)'",
         "done",
-        "python bench/latent.py --parts oracle",
+        "for d in musk1 ucsb_breast_cancer; do   # LatentSSVM: not run on the others (time)",
+        "  python bench/latent.py --parts table --datasets $d --inner-cv 2 --methods LatentSSVM",
+        "done",
+        "python bench/latent.py --parts sweep    # recorded with n_init=1 (previous run)",
+        "python bench/latent.py --parts oracle   # (previous run)",
         "```",
         "",
-        "`python bench/latent.py` alone runs every part on every set (all methods; several "
-        "hours on this shared VM). Wall time of the recorded run: "
+        "`python bench/latent.py` alone runs every part on every set (all methods; many "
+        "hours on this shared VM). Wall time: sweep and oracle (previous run) "
         + ", ".join(f"{k} {secs[k] / 60:.1f} min" for k in ("sweep", "oracle") if k in secs)
-        + ("; table " + ", ".join(f"{n} {t['seconds'] / 60:.1f} min"
-                                  for n, t in cache["table"].items())
-           if "table" in cache else "") + ".",
+        + ("; table (this run) " + ", ".join(
+            f"{n} " + " + ".join(f"{m} {v / 60:.1f}" for m, v in t["method_seconds"].items())
+            + " min" for n, t in cache["table"].items())
+           if cache.get("table") else "") + ".",
         "",
     ]
     # Hand-written observations of the recorded run (kept across reruns).
@@ -589,20 +643,44 @@ def main():
     log(f"wrote {args.output}")
 
 
-def _aps(t, method):
-    """Outer-fold APs of ``method`` on one dataset, or None if it was not run there."""
+def _aps(t, method, partial=False):
+    """Outer-fold APs of ``method`` on one dataset, or None if it was not run there.
+
+    A method cut short (fewer than 5 outer folds) counts as not run unless ``partial``.
+    """
     recs = t["res"].get(method)
-    return np.array([r["ap"] for r in recs]) if recs else None
+    if not recs or (len(recs) < 5 and not partial):
+        return None
+    return np.array([r["ap"] for r in recs])
+
+
+def _load_text(table):
+    """Range of the 1-minute load average recorded at the end of every outer fold."""
+    loads = [r["load"][0] for t in table.values() for recs in t["res"].values() for r in recs
+             if "load" in r]
+    if not loads:
+        return "load average not recorded"
+    return (f"`uptime` 1-minute load average {min(loads):.1f}-{max(loads):.1f} on 2 cores, "
+            f"median {np.median(loads):.1f}, over the {len(loads)} outer folds of the table")
+
+
+def _protocol(table, key):
+    """The values of record field ``key`` used in ``table`` (e.g. n_init), as text."""
+    vals = sorted({r.get(key, "?") for t in table.values() for recs in t["res"].values()
+                   for r in recs if key in r or key == "inner_cv"}, key=str)
+    return ", ".join(str(v) for v in vals) if vals else "?"
 
 
 def table_report(table):
     cols = METHODS + ["APSVM (bag mean)"]
     out = [
-        f"## MIL benchmarks: 5-fold CV test AP (%), hyperparameters by inner {INNER_CV}-fold CV",
+        "## MIL benchmarks: 5-fold CV test AP (%), hyperparameters by inner CV",
         "",
         f"Grids: LatentAPSVM C in {AP_CS}; LatentSSVM C in {SSVM_CS}; LatentSVM C in {SVM_CS}, "
         f"J in (|P|+|N|)/|P| x {SVM_JS}, c in {SVM_ROBUST}; APSVM on bag means C in "
-        f"{MEAN_CS}. Latent models: inference={INFERENCE!r} (exact), n_init={SETTINGS['n_init']}, "
+        f"{MEAN_CS}. Inner CV folds (every method alike): {_protocol(table, 'inner_cv')}. "
+        f"Latent models: inference={INFERENCE!r} (exact), "
+        f"n_init={_protocol(table, 'n_init')} (lowest objective kept), "
         f"tol={SETTINGS['tol']}, "
         f"max_outer_iter={SETTINGS['max_outer_iter']}, max_iter {AP_ITER} (AP) / {SVM_ITER} "
         f"(SVM) per convex step; on sets with more than {BIG} candidate rows (marked †) "
@@ -616,7 +694,7 @@ def table_report(table):
     ]
     for name, t in table.items():
         pos_rate, nb = t["pos_rate"], t["n_bags"]
-        aps = {c: _aps(t, c) for c in cols}
+        aps = {c: _aps(t, c, partial=True) for c in cols}
         best = max(a.mean() for a in aps.values() if a is not None)
         cells = []
         for c in cols:
@@ -625,6 +703,8 @@ def table_report(table):
                 cells.append("–")
                 continue
             txt = f"{100 * a.mean():.1f} ± {100 * a.std():.1f}"
+            if a.size < 5:
+                txt += f" ({a.size} folds, partial)"
             cells.append(f"**{txt}**" if a.mean() == best else txt)
         mark = " †" if t["shape"][0] > BIG else ""
         out.append(f"| {name}{mark} | {nb} ({100 * pos_rate:.0f}) | " + " | ".join(cells)
@@ -633,13 +713,18 @@ def table_report(table):
     if len(full) < len(table) and full:
         out.append(f"| mean over the {len(full)} sets with every method | | " + " | ".join(
             f"{100 * np.mean([_aps(t, c).mean() for t in full]):.1f}" for c in cols) + " |")
+    run = {c: [_aps(t, c).mean() for t in table.values() if _aps(t, c) is not None]
+           for c in cols}
     out.append("| mean over the sets run | | " + " | ".join(
-        f"{100 * np.mean([_aps(t, c).mean() for t in table.values() if _aps(t, c) is not None]):.1f}"
-        for c in cols) + " |")
+        f"{100 * np.mean(run[c]):.1f}" if run[c] else "–" for c in cols) + " |")
     out.append("")
     missing = [d for d in TABLE_ORDER if d not in table]
     if missing:
         out.append(f"Not run (time budget of the recorded run): {', '.join(missing)}.")
+    partial = [(n, m) for n, t in table.items() for m, r in t["res"].items() if len(r) < 5]
+    if partial:
+        out.append("Partial (fewer than 5 outer folds): " + ", ".join(
+            f"{n} {m} ({len(table[n]['res'][m])} folds)" for n, m in partial) + ".")
         out.append("")
     no_ss = [n for n, t in table.items() if _aps(t, "LatentSSVM") is None]
     if no_ss:
@@ -704,7 +789,15 @@ def table_report(table):
                 parts.append(f"{c} C {[float(r['C']) for r in res[c]]}")
             k = sum(r.get("w_norm", 1.0) == 0 for r in res[c])
             if k:
-                parts[-1] += f" (w = 0 in {k} of 5 folds)"
+                parts[-1] += f" (w = 0 in {k} of {len(res[c])} folds)"
+            inits = [np.asarray(r["init_objectives"]) for r in res[c]
+                     if len(r.get("init_objectives", [])) > 1]
+            if inits:
+                later = sum(int(np.argmin(o) > 0) for o in inits)
+                spread = np.median([(o.max() - o.min()) / max(o.min(), 1e-12) for o in inits])
+                parts[-1] += (f" [refits: best initialisation not the first in {later} of "
+                              f"{len(inits)}; median (max - min) / min of the "
+                              f"{inits[0].size} final objectives {spread:.2g}]")
         out.append(f"- {name}: " + "; ".join(parts))
     out.append("")
     return out

@@ -200,27 +200,27 @@ def _time_call(fn, *args, repeat=10):
     return (time.perf_counter() - t0) / repeat
 
 
-MARGIN_TOL = 1e-3  # jaxrank's APSVMApprox: margins within this of 1 count as easy
+MARGIN_TOL = 1e-3  # jaxrank's APSVMApprox: easy means a margin beyond 1 + MARGIN_TOL
 
 
 def appx_split(scores0, positive, k):
     """Easy/difficult split of AP-SVM-APPX (Mohapatra et al. 2014, §3.3), NumPy.
 
-    Easy: ``y w0^T x >= 1 - MARGIN_TOL``; per class, the ``ceil(k |E|)`` easy
-    samples with the largest margins stay easy (margins within ``MARGIN_TOL``
-    of 1 tie, in index order), the rest join the difficult set. The rule of
-    ``APSVMApprox`` (its docstring), transcribed because the split itself is
-    not public; checked against the fitted ``n_easy_``. Returns
-    ``(easy, difficult)`` bool ``[n]``.
+    Easy: ``y s0 > 1 + MARGIN_TOL`` (strictly beyond the margin, ``s0`` the
+    first stage's scores with its offset); per class, the ``ceil(k |E|)``
+    easy samples with the largest margins stay easy (ties in index order),
+    the rest join the difficult set. The rule of ``APSVMApprox`` (its
+    docstring), transcribed because the split itself is not public; checked
+    against the fitted ``n_easy_``. Returns ``(easy, difficult)`` bool ``[n]``.
     """
     y = np.where(positive, 1.0, -1.0)
     margin = y * scores0
-    easy_all = margin >= 1 - MARGIN_TOL
+    easy_all = margin > 1 + MARGIN_TOL
     kept = np.zeros_like(easy_all)
     for cls in (positive, ~positive):
         e = easy_all & cls
         m = int(np.ceil(k * e.sum() - 1e-6))
-        key = np.where(e, np.where(np.abs(margin - 1) <= MARGIN_TOL, 1.0, margin), -np.inf)
+        key = np.where(e, margin, -np.inf)
         order = np.argsort(-key, kind="stable")
         kept[order[:m]] |= e[order[:m]]
     return kept, ~kept
@@ -246,7 +246,8 @@ def inference_times(X, Y, C, C_svm, appx_max_iter=300):
         svm = jaxrank.BinarySVM(C=C_svm).fit(X, y)
         ap = jaxrank.APSVM(C=C).fit(X, y)
         appx = jaxrank.APSVMApprox(C=C, k=0.5, C_binary=C_svm, max_iter=appx_max_iter).fit(X, y)
-        s0 = np.asarray(Xj @ jnp.asarray(appx.w0_[0]))
+        # First-stage scores, with its offset (APSVMApprox fits one in both stages).
+        s0 = np.asarray(Xj @ jnp.asarray(appx.w0_[0])) + float(appx.w0_intercept_[0])
         easy, diff = appx_split(s0, y > 0, 0.5)
         assert int(easy.sum()) == int(appx.n_easy_), (int(easy.sum()), appx.n_easy_)
         easy, diff = jnp.asarray(easy), jnp.asarray(diff)

@@ -322,10 +322,10 @@ def test_cccp_objective_never_increases_beyond_certified_gap(name, fitted):
     obj, gap = m.cccp_objectives_, m.cccp_gaps_
     assert m.n_outer_iter_ == len(obj) == len(gap) >= 2  # the property is exercised
     assert np.all(gap >= -1e-6)
-    slack = 2e-6 * np.abs(obj[:-1]) + 1e-6  # float32 evaluation of the objective
-    assert np.all(obj[1:] <= obj[:-1] + gap[1:] + slack)
-    if m.converged_:  # every step within tol: at most tol relative
-        assert np.all(obj[1:] <= obj[:-1] * (1 + 2 * m.tol) + slack)
+    slack = 1e-5 * np.abs(obj[:-1]) + 1e-6  # float32 evaluation of the objective
+    # Each convex step is warm-started at the previous iterate, where its upper
+    # bound is tight: the objective never increases, converged or not.
+    assert np.all(obj[1:] <= obj[:-1] + slack)
     # objective_ is the lowest value seen, over outer iterations and inits.
     np.testing.assert_allclose(m.objective_, obj.min(), rtol=1e-6)
     np.testing.assert_allclose(m.objective_, m.init_objectives_.min(), rtol=1e-6)
@@ -547,7 +547,8 @@ def test_musk1_latent_apsvm_beats_chance():
                             max_outer_iter=4, tol=1e-3, max_iter=300)
     with pytest.warns(ConvergenceWarning):  # 300 iterations per step: a smoke test
         m.fit(X[tr], yb[train], bags=bags[tr])
-    assert np.all(np.diff(m.cccp_objectives_) <= m.cccp_gaps_[1:] + 1e-5)
+    # Unconverged steps (max_iter=300) and still no increase: warm starts.
+    assert np.all(np.diff(m.cccp_objectives_) <= 1e-5 * m.cccp_objectives_[:-1])
     ap = m.score(X[~tr], yb[~train], bags=bags[~tr])
     assert ap > yb[~train].mean() + 0.15, ap
 
@@ -566,7 +567,7 @@ def test_fox_latent_svm_trains_on_image_region_bags():
     tr = np.isin(bags, ids[train])
     m = jaxrank.LatentSVM(C=0.01, n_init=1, random_state=0, max_outer_iter=4, tol=1e-3)
     m.fit(X[tr], yb[train], bags=bags[tr])
-    assert np.all(np.diff(m.cccp_objectives_) <= m.cccp_gaps_[1:] + 1e-4)
+    assert np.all(np.diff(m.cccp_objectives_) <= 1e-5 * m.cccp_objectives_[:-1])
     dec = m.decision_function(X[~tr], bags=bags[~tr])
     assert dec.shape == ((~train).sum(),) and np.all(np.isfinite(dec))
     assert m.score(X[~tr], yb[~train], bags=bags[~tr]) > 0.5

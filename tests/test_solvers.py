@@ -153,3 +153,86 @@ def test_sign_constraint_pins_an_active_weight_to_zero(page_blocks):
     assert float(con.w[j]) <= 0
     np.testing.assert_allclose(float(con.objective), float(drop.objective), rtol=1e-4)
     assert float(con.dual) <= float(drop.objective) * (1 + 1e-5)
+
+
+def _ap_objective64(X, y, w, C):
+    """F(w) in float64 by the literal Algorithm 1 (tests/reference.py)."""
+    w = np.asarray(w, np.float64)
+    b, a = reference.ap_oracle_literal(X, y)(w)
+    return 0.5 * w @ w + C * max(0.0, b - a @ w)
+
+
+def test_warm_start_is_the_first_evaluated_point(page_blocks):
+    """``w0``: one iteration returns ``w0`` itself with ``F(w0)`` (float64 reference)."""
+    X, y = page_blocks[0][:300], page_blocks[1][:300] > 0
+    prob = ItemProblem(jnp.asarray(y), jnp.ones(300, bool))
+    model = APModel(kp=int(y.sum()))
+    w0 = np.random.default_rng(3).normal(scale=0.05, size=10).astype(np.float32)
+    run = jax.jit(fit, static_argnames=("model", "max_iter"))
+    one = run(model, design(X), prob, C=10.0, tol=1e-4, max_iter=1, w0=jnp.asarray(w0))
+    np.testing.assert_array_equal(np.asarray(one.w), w0)
+    f0 = _ap_objective64(X, y, w0, 10.0)
+    np.testing.assert_allclose(float(one.objective), f0, rtol=1e-5)
+    # A few iterations never return anything worse than the start.
+    few = run(model, design(X), prob, C=10.0, tol=1e-4, max_iter=5, w0=jnp.asarray(w0))
+    assert _ap_objective64(X, y, few.w, 10.0) <= f0 * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("C", [1.0, 100.0])
+def test_warm_start_at_the_optimum_converges_to_the_same_objective_sooner(page_blocks, C):
+    X, y = page_blocks[0][:400], page_blocks[1][:400] > 0
+    prob = ItemProblem(jnp.asarray(y), jnp.ones(400, bool))
+    model = APModel(kp=int(y.sum()))
+    run = jax.jit(fit, static_argnames=("model", "max_iter"))
+    cold = run(model, design(X), prob, C=C, tol=1e-4, max_iter=3000)
+    assert bool(cold.converged)
+    warm = run(model, design(X), prob, C=C, tol=1e-4, max_iter=3000, w0=cold.w)
+    assert bool(warm.converged)
+    # Certified: both objectives are within tol of the optimum, hence of each other.
+    np.testing.assert_allclose(float(warm.objective), float(cold.objective), rtol=2e-4)
+    assert float(warm.objective) <= _ap_objective64(X, y, cold.w, C) * (1 + 1e-5)
+    assert int(warm.num_steps) <= int(cold.num_steps)
+
+
+def test_warm_start_of_fit_many_equals_single_warm_fits(page_blocks):
+    X, y = page_blocks[0][:300], page_blocks[1][:300] > 0
+    data = design(X)
+    model = APModel(kp=int(y.sum()))
+    prob = ItemProblem(jnp.asarray(y), jnp.ones(300, bool))
+    Cs = jnp.asarray([0.3, 3.0, 30.0], jnp.float32)
+    w0 = jnp.asarray(np.random.default_rng(4).normal(scale=0.05, size=(3, 10)), jnp.float32)
+    probs = jax.tree_util.tree_map(lambda a: jnp.stack([a] * 3), prob)
+    many = jaxrank.solvers.fit_many(model, data, probs, Cs, tol=1e-4, max_iter=400,
+                                    batch_size=2, w0=w0)
+    for k in range(3):
+        one = fit(model, data, prob, C=Cs[k], tol=1e-4, max_iter=400, w0=w0[k])
+        assert bool(one.converged) and bool(many.converged[k])
+        np.testing.assert_allclose(float(many.objective[k]), float(one.objective), rtol=2e-4)
+    # Each problem gets its own start (through the queue's reordering by C).
+    for devices in (None, tuple(jax.devices()[:2])):
+        first = jaxrank.solvers.fit_many(model, data, probs, Cs, max_iter=1, batch_size=2,
+                                         w0=w0, devices=devices)
+        np.testing.assert_array_equal(np.asarray(first.w), np.asarray(w0))
+
+
+def test_warm_start_is_projected_onto_the_sign_constraint(page_blocks):
+    X, y = page_blocks[0][:300], page_blocks[1][:300] > 0
+    prob = ItemProblem(jnp.asarray(y), jnp.ones(300, bool))
+    w0 = jnp.full((10,), 0.1, jnp.float32)
+    res = fit(APModel(kp=int(y.sum()), nonpositive=(2, 4)), design(X), prob, C=1.0,
+              max_iter=1, w0=w0)
+    np.testing.assert_array_equal(np.asarray(res.w), np.r_[0.1, 0.1, 0, 0, [0.1] * 6]
+                                  .astype(np.float32))
+
+
+def test_warm_start_of_the_wrong_shape_or_dtype_is_refused(page_blocks):
+    X, y = page_blocks[0][:100], page_blocks[1][:100] > 0
+    prob = ItemProblem(jnp.asarray(y), jnp.ones(100, bool))
+    model = APModel(kp=int(y.sum()))
+    with pytest.raises(ValueError, match="w0 must have shape"):
+        fit(model, design(X), prob, C=1.0, w0=jnp.zeros(9))
+    with pytest.raises(TypeError, match="w0 must be a float"):
+        fit(model, design(X), prob, C=1.0, w0=jnp.zeros(10, jnp.int32))
+    with pytest.raises(ValueError, match="w0 must have shape"):
+        jaxrank.solvers.fit_many(model, design(X), jax.tree_util.tree_map(
+            lambda a: a[None], prob), jnp.ones(1), w0=jnp.zeros(10))

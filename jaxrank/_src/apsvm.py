@@ -25,7 +25,13 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, Real, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from jaxrank._src.base import StructuredSVM, check_groups, map_score
+from jaxrank._src.base import (
+    StructuredSVM,
+    check_feature_scale,
+    check_groups,
+    map_score,
+    max_row_norm,
+)
 from jaxrank._src.inference import METHODS, ap_oracle
 from jaxrank._src.models import ItemProblem, Model, QueryProblem
 from jaxrank._src.types import Violation
@@ -193,6 +199,7 @@ class APSVM(StructuredSVM):
         if y.ndim != 1:
             raise ValueError(f"with groups, y must be 1-D relevance grades; got shape {y.shape}.")
         groups = check_groups(groups, X.shape[0])
+        check_feature_scale(max_row_norm(X))  # as the ungrouped path (C R: in fit / sweep)
         positive = np.asarray(y) >= self.min_relevance
         if positive.all() or not positive.any():
             raise ValueError(

@@ -1246,11 +1246,17 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         if any(np.any(where[t]) and np.ptp(S[where[t], t]) == 0 for t in range(S.shape[1])):
             scale = getattr(self, "_fit_scale", None)
             if scale is None:  # e.g. estimators with their own fit: R of the data's rows
-                rows = data.X if isinstance(getattr(data, "X", None), Design) else data
-                R = max_row_norm(rows) if isinstance(rows, Design) else None
+                R = self._row_norm(data)
                 scale = (R, None if R is None else float(self.C))
             warn_tied_scores(self, S, where, *scale)
         return self
+
+    @staticmethod
+    def _row_norm(data):
+        """``max_i ||x_i||`` over the feature rows of ``data`` (a design, or data with a
+        design ``.X``: candidates, graph nodes); ``None`` for other data."""
+        rows = data.X if isinstance(getattr(data, "X", None), Design) else data
+        return max_row_norm(rows) if isinstance(rows, Design) else None
 
     def _scores(self, W, data):
         """``[n, M]`` training-set scores of weights ``W [M, dim]`` (for validation)."""

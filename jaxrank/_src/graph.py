@@ -685,7 +685,7 @@ def _cut_ortools(d, tails, heads, w, mode, want_labels):
     try:
         from ortools.graph.python import max_flow
     except ImportError:  # pragma: no cover - optional
-        raise ImportError("method='ortools' needs OR-tools: pip install ortools") from None
+        raise ImportError("method='ortools' needs OR-tools: pip install ortools (or jaxrank[ortools])") from None
     n = d.shape[0]
     di, wi = _int_caps(d, w)
     big = np.int64(2**62)

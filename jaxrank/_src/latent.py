@@ -64,11 +64,14 @@ from jaxrank._src.apsvm import query_layout
 from jaxrank._src.base import (
     StructuredSVM,
     _print_progress,
+    check_feature_scale,
     choose_batch_size,
     fit_batch,
     fit_one,
     labels_to_tasks,
+    max_row_norm,
     resolve_devices,
+    warn_unconverged,
 )
 from jaxrank._src.features import Intercept, design
 from jaxrank._src.inference import METHODS, ap_oracle
@@ -646,6 +649,8 @@ class LatentEstimator(StructuredSVM):
 
     def _prepare_bags(self, X, y, bags, known=None, where=None, reset=True):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=reset)
+        # The float32 range of the candidate rows, before any fit (C R: in fit / sweep).
+        check_feature_scale(max_row_norm(X))
         n = X.shape[0]
         bags = check_bags(bags, n)
         known = _check_instance_mask(known, n, "known")
@@ -723,15 +728,23 @@ class LatentEstimator(StructuredSVM):
 
     # -- CCCP -----------------------------------------------------------------
 
-    def _solve(self, model, data, problems, C, K, batch_size, devices):
+    def _solve(self, model, data, problems, C, K, batch_size, devices, w0):
+        """One convex step of every run, warm-started at its previous iterate ``w0 [K, dim]``.
+
+        The first solver iteration evaluates the convex upper bound at ``w0``,
+        where it equals the non-convex objective (8) (the imputation was made
+        there), so the step's result never has a higher objective than ``w0``:
+        CCCP's objective decreases even when a step stops at ``max_iter``.
+        """
         tol = jnp.float32(self.tol)
+        w0 = jnp.asarray(w0, jnp.float32)
         if K == 1:
             res = fit_one(model, data, _take(problems, 0), C=C[0], tol=tol,
                           max_iter=int(self.max_iter),
-                          callback=_print_progress if self.verbose else None)
+                          callback=_print_progress if self.verbose else None, w0=w0[0])
             return jax.tree_util.tree_map(lambda a: a[None], res)
         return fit_batch(model, data, problems, C, tol=tol, max_iter=int(self.max_iter),
-                         batch_size=batch_size, devices=devices, callback=None)
+                         batch_size=batch_size, devices=devices, callback=None, w0=w0)
 
     def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None):
@@ -774,12 +787,15 @@ class LatentEstimator(StructuredSVM):
         conv = np.ones(K, bool)
         n_outer = np.zeros(K, np.int64)
         hit_max = np.zeros(K, bool)
+        w_prev = np.zeros((K, model.dim(data)), np.float32)  # w = 0 at the first step
         for t in range(T_out):
             run = probs
             if not active.all():
                 run = probs._replace(where=jnp.where(jnp.asarray(active)[:, None], probs.where,
                                                      False))
-            res = self._solve(model, data, run, Ck, K, batch_size, devices)
+            res = self._solve(model, data, run, Ck, K, batch_size, devices,
+                              np.where(active[:, None], w_prev, 0))
+            w_prev = np.asarray(res.w, np.float32)
             new, obj, changed = cccp_update(model, data, probs, res.w, Ck)
             obj, changed = np.asarray(obj, np.float64), np.asarray(changed)
             W, dual = np.asarray(res.w), np.asarray(res.dual, np.float64)
@@ -875,6 +891,9 @@ class LatentEstimator(StructuredSVM):
         self._check_params()
         t0 = time.perf_counter()
         data, positive, classes = self._prepare_bags(X, y, bags, known, where)
+        R = max_row_norm(data.X)
+        check_feature_scale(R, float(self.C))
+        self._fit_scale = (R, float(self.C))
         where_b = np.ones(positive.shape, bool)
         problems, static = self._problems(data, positive, where_b, None)
         model = self._model(static)
@@ -889,11 +908,10 @@ class LatentEstimator(StructuredSVM):
         self._set_fitted(res, extras, classes, False, data, positive)
         self.fit_time_ = time.perf_counter() - t0
         if not self.converged_:
-            warnings.warn(
-                f"{type(self).__name__}: a convex step (problem solved with the latent "
-                f"variables fixed) stopped at max_iter={self.max_iter} before its relative "
-                f"duality gap reached tol={self.tol:g}; standardise the features or increase "
-                "max_iter.", ConvergenceWarning, stacklevel=2)
+            # The gap of the worst convex step (not of the non-convex objective).
+            worst = float(np.max(self.cccp_gaps_))
+            step = res._replace(objective=np.asarray(res.dual) + worst)
+            warn_unconverged(self, step, " (a convex CCCP step, latent variables fixed)")
         if bool(np.asarray(extras["_hit_max_outer"])[0]):
             warnings.warn(
                 f"{type(self).__name__}: CCCP stopped at max_outer_iter={self.max_outer_iter} "
@@ -999,10 +1017,10 @@ _COMMON_ATTRS = """
         converged_: whether every convex step of the kept run reached ``tol``.
         n_outer_iter_: CCCP iterations of the kept run.
         cccp_objectives_: ``[n_outer_iter_]`` float64, the objective after every
-            outer iteration of the kept run. CCCP cannot increase it beyond the
-            convex step's certified gap: ``cccp_objectives_[t] <=
-            cccp_objectives_[t - 1] + cccp_gaps_[t]`` (``<= tol`` relative when
-            the step converged).
+            outer iteration of the kept run. Non-increasing (up to float32
+            rounding), converged steps or not: every convex step is
+            warm-started at the previous iterate, where its upper bound equals
+            this objective, and never returns a point above its start.
         cccp_gaps_: ``[n_outer_iter_]`` float64, certified duality gap
             (objective minus dual bound) of every convex step.
         init_objectives_: ``[n_init]`` final objective of every initialisation.

@@ -243,7 +243,7 @@ def _converged(best_obj, best_dual, tol):
 
 
 def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
-         sq_norms=None, key=None) -> SolverState:
+         sq_norms=None, key=None, w0=None) -> SolverState:
     """One iteration of the solver: one call of loss-augmented inference.
 
     Evaluates ``F`` at ``state.w`` (the oracle gives the most-violated output
@@ -269,6 +269,12 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
             if ``None``).
         key: PRNG key of the visiting orders (only with hinge terms;
             default ``jax.random.key(0)``).
+        w0: optional ``[dim]`` warm start. At the first iteration
+            (``state.it == 0``) the objective and the oracle are evaluated at
+            ``w0`` (projected onto ``model.nonpositive``'s constraint) instead
+            of at ``state.w``: ``w0`` becomes the best iterate so far and its
+            plane the first cached plane; the dual state still starts from
+            the empty cache, so the bound ``D`` stays certified.
 
     Returns:
         The next :class:`SolverState` (``it`` increased by one).
@@ -284,11 +290,15 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     cache = s.levels.shape[0] - 1
     hinge = model.hinge_terms(data, problem, C)
     has_oracle = model.oracle is not None
-    obj = 0.5 * jnp.dot(s.w, s.w)
+    bounds = getattr(model, "nonpositive", None)
+    # The point where F and the oracle are evaluated: the iterate, or the warm
+    # start at the first iteration.
+    at = s.w if w0 is None else jnp.where(s.it == 0, _feasible(model, w0.astype(dtype)), s.w)
+    obj = 0.5 * jnp.dot(at, at)
     w, ell, beta, corners, levels, gram = s.w, s.ell, s.beta, s.corners, s.levels, s.gram
     alpha, w_other, nu = s.alpha, s.w_other, s.nu
     if has_oracle:
-        S, transpose = jax.vjp(lambda v: model.scores(v, data), s.w)
+        S, transpose = jax.vjp(lambda v: model.scores(v, data), at)
         r = model.oracle(S, problem)
         (a,) = transpose(jax.tree_util.tree_map(lambda c, x: c.astype(x.dtype), r.coef, S))
         a = a.astype(dtype)
@@ -298,9 +308,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     if hinge is not None:
         hinge = HingeTerms(hinge.rows, hinge.bias, hinge.labels.astype(dtype),
                            hinge.upper.astype(dtype))
-        obj = obj + _hinge_objective(hinge, s.w)
+        obj = obj + _hinge_objective(hinge, at)
     better = obj < s.best_obj
-    best_w = jnp.where(better, s.w, s.best_w)
+    best_w = jnp.where(better, at, s.best_w)
     best_obj = jnp.where(better, obj, s.best_obj)
     it = s.it + 1
     done = _converged(best_obj, s.best_dual, tol) | (it >= max_iter)
@@ -370,7 +380,6 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
             lowered = jnp.maximum(lowered, jnp.asarray(_PG_TOL_FLOOR, dtype))
         pg_tol = jnp.where(stats.converged, lowered, pg_tol)
         w_other = w - w_plane
-    bounds = getattr(model, "nonpositive", None)
     if bounds is not None:
         # Exact maximisation of the dual over the multipliers of w[J] <= 0:
         # nu = max(0, w + nu_old) on J, so w = min(0, .) there (feasible).
@@ -384,6 +393,16 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     dual = jnp.maximum(s.best_dual, ell + jnp.sum(alpha) - 0.5 * jnp.dot(w, w))
     return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done,
                        alpha, w_other, nu, active, pg_tol)
+
+
+def _feasible(model, w):
+    """``w`` projected onto the sign constraints ``w[start:stop] <= 0``, if any."""
+    bounds = getattr(model, "nonpositive", None)
+    if bounds is None:
+        return w
+    start, stop = bounds
+    i = jnp.arange(w.shape[-1])
+    return jnp.where((i >= start) & (i < stop), jnp.minimum(w, 0), w)
 
 
 def state_result(state: SolverState, tol) -> FitResult:
@@ -429,11 +448,12 @@ def fit(
     max_iter: int = 2000,
     callback: Callable | None = None,
     seed: int = 0,
+    w0=None,
 ) -> FitResult:
     r"""Minimise ``F(w)`` (module docstring) for one problem: one ``lax.while_loop``.
 
-    From ``w = 0`` until the certified relative duality gap is ``<= tol`` or
-    ``max_iter`` iterations.
+    From ``w = 0`` (or the warm start ``w0``) until the certified relative
+    duality gap is ``<= tol`` or ``max_iter`` iterations.
 
     Args:
         model: a structured model (static; frozen dataclass with ``scores``,
@@ -451,13 +471,31 @@ def fit(
             called through ``jax.debug.callback`` after every iteration
             (progress output). Static.
         seed: static seed of the hinge block's visiting order.
+        w0: optional ``[dim]`` float warm start (e.g. the previous step of a
+            CCCP loop, or a fit at a nearby ``C``). The first iteration
+            evaluates ``F`` and the oracle at ``w0`` (projected onto
+            ``model.nonpositive``'s constraint), so the returned objective is
+            never above ``F(w0)`` and the first cached plane is ``w0``'s
+            most-violated output. The dual starts from the empty cache as
+            without ``w0``: the bound and ``converged`` stay certified.
 
     Returns:
         :class:`FitResult`.
 
     Raises:
         ValueError: ``max_iter < 1``, bad ``model.cache`` / ``inner_steps``,
-            a model with neither an oracle nor hinge terms.
+            a model with neither an oracle nor hinge terms, ``w0`` not of
+            shape ``[dim]``.
+
+    Data-parallel fits: when the design's rows (and optionally the
+    problem's per-sample arrays) are a ``jax.Array`` sharded over a mesh
+    axis, the same call runs on every device of that mesh: XLA's SPMD
+    partitioner splits ``X w`` and ``X^T c`` by rows (the partial planes are
+    all-reduced) and gathers the ``[n]`` scores for the inference, which
+    runs replicated. Across hosts, start JAX's multi-controller runtime
+    (``jax.distributed.initialize``) and build the global array with
+    ``jax.make_array_from_process_local_data`` (README, "Data-parallel
+    fits"). The result is replicated.
 
     References:
         Shalev-Shwartz, Singer, Srebro, "Pegasos", ICML 2007;
@@ -472,8 +510,10 @@ def fit(
     dim = model.dim(data)
     key = jax.random.key(seed)
     m, sq = _hinge_setup(model, data, problem, C, dtype)
+    if w0 is not None:
+        w0 = _check_w0(w0, (dim,), dtype)
     run = functools.partial(step, model=model, data=data, problem=problem, C=C, tol=tol,
-                            max_iter=max_iter, sq_norms=sq, key=key)
+                            max_iter=max_iter, sq_norms=sq, key=key, w0=w0)
 
     def body(s):
         s = run(s)
@@ -484,6 +524,14 @@ def fit(
     state = lax.while_loop(lambda s: ~s.done, body,
                            init_state(dim, dtype, model.cache, m))
     return state_result(state, tol)
+
+
+def _check_w0(w0, shape, dtype):
+    if not jnp.issubdtype(jnp.result_type(w0), jnp.floating):
+        raise TypeError(f"w0 must be a float array; got dtype {jnp.result_type(w0)}.")
+    if jnp.shape(w0) != shape:
+        raise ValueError(f"w0 must have shape {list(shape)}; got {list(jnp.shape(w0))}.")
+    return jnp.asarray(w0, dtype)
 
 
 def _dtype(data):
@@ -500,7 +548,7 @@ class _Queue(NamedTuple):
 
 
 def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_problems,
-               callback, seed):
+               callback, seed, w0=None):
     """``M`` fits in one ``lax.while_loop`` over ``batch_size`` slots (one device)."""
     dtype = _dtype(data)
     C = jnp.asarray(C, dtype)
@@ -516,13 +564,14 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
         init_state(dim, dtype, model.cache, m),
     )
 
-    def one(s, prob, c):
-        return step(s, model, data, prob, c, tol=tol, max_iter=max_iter, sq_norms=sq, key=key)
+    def one(s, prob, c, start):
+        return step(s, model, data, prob, c, tol=tol, max_iter=max_iter, sq_norms=sq, key=key,
+                    w0=start)
 
     def body(q):
         idx = jnp.minimum(q.pos, M - 1)
         prob = jax.tree_util.tree_map(lambda a: a[idx], problems)
-        slots = jax.vmap(one)(q.slots, prob, C[idx])
+        slots = jax.vmap(one)(q.slots, prob, C[idx], None if w0 is None else w0[idx])
         stopped = slots.done & (q.pos < M)
         res = jax.vmap(state_result, in_axes=(0, None))(slots, tol)
         dest = jnp.where(stopped, q.pos, M)
@@ -565,6 +614,7 @@ def fit_many(
     devices: tuple | None = None,
     callback: Callable | None = None,
     seed: int = 0,
+    w0=None,
 ) -> FitResult:
     r"""``M`` independent fits of :func:`fit` in one call: work queues, one per device.
 
@@ -596,6 +646,8 @@ def fit_many(
             called through ``jax.debug.callback`` with the number of fits that
             stopped in a loop iteration (when it is ``> 0``).
         seed: static seed of the hinge block's visiting order.
+        w0: optional ``[M, dim]`` float warm starts, one per problem (see
+            :func:`fit`).
 
     Returns:
         :class:`FitResult` with a leading ``[M]`` axis, in problem order.
@@ -603,7 +655,7 @@ def fit_many(
     Raises:
         ValueError: ``C`` not a non-empty ``[M]`` array, a leaf of
             ``problems`` without the leading ``[M]`` axis, ``batch_size < 1``,
-            and the errors of :func:`fit`.
+            ``w0`` not of shape ``[M, dim]``, and the errors of :func:`fit`.
     """
     _check_static(model, max_iter)
     dtype = _dtype(data)
@@ -618,12 +670,15 @@ def fit_many(
                 f"leaf of shape {jnp.shape(leaf)}.")
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1; got {batch_size!r}.")
+    if w0 is not None:
+        w0 = _check_w0(w0, (M, model.dim(data)), dtype)
     order = jnp.argsort(-C, stable=True).astype(jnp.int32)
     kw = dict(tol=tol, max_iter=max_iter, callback=callback, seed=seed)
     D = 1 if devices is None else min(len(devices), M)  # no idle devices
     if D <= 1:
         res = _fit_queue(model, data, jax.tree_util.tree_map(lambda a: a[order], problems),
-                         C[order], batch_size=batch_size, num_problems=None, **kw)
+                         C[order], batch_size=batch_size, num_problems=None,
+                         w0=None if w0 is None else w0[order], **kw)
         return jax.tree_util.tree_map(lambda r: jnp.zeros_like(r).at[order].set(r), res)
     from jax.sharding import Mesh, PartitionSpec
 
@@ -634,17 +689,19 @@ def fit_many(
     count = jnp.sum((slot < M).reshape(per, D), axis=0).astype(jnp.int32)  # [D]
     local_problems = jax.tree_util.tree_map(lambda a: a[deal], problems)
 
-    def local(probs, c, num, data):
+    def local(probs, c, num, starts, data):
         res = _fit_queue(model, data, jax.tree_util.tree_map(lambda a: a[0], probs), c[0],
-                         batch_size=batch_size, num_problems=num[0], **kw)
+                         batch_size=batch_size, num_problems=num[0],
+                         w0=None if starts is None else starts[0], **kw)
         return jax.tree_util.tree_map(lambda r: r[None], res)
 
     spec = PartitionSpec("devices")
     data_spec = jax.tree_util.tree_map(lambda _: PartitionSpec(), data)
     res = jax.shard_map(
         local, mesh=Mesh(np.asarray(devices[:D]), ("devices",)),
-        in_specs=(spec, spec, spec, data_spec), out_specs=spec, check_vma=False,
-    )(local_problems, C[deal], count, data)
+        in_specs=(spec, spec, spec, spec, data_spec), out_specs=spec,
+        check_vma=False,
+    )(local_problems, C[deal], count, None if w0 is None else w0[deal], data)
     dest = jnp.where(slot.reshape(per, D).T < M, deal, M).reshape(-1)
     return jax.tree_util.tree_map(
         lambda r: jnp.zeros((M,) + r.shape[2:], r.dtype)

@@ -35,7 +35,14 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import clone
 
-from jaxrank._src.base import StructuredSVM, check_positive_float32, map_score, progress_hook
+from jaxrank._src.base import (
+    _SCALE_MAX,
+    StructuredSVM,
+    check_feature_scale,
+    check_positive_float32,
+    map_score,
+    progress_hook,
+)
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.model_selection import group_fold_masks, stratified_fold_masks
 from jaxrank._src.registry import get_estimator, name_of
@@ -347,6 +354,10 @@ def sweep(
         raise ValueError(f"Cs must be None, 'auto' or a grid of numbers; got {Cs!r}.")
     grid = _check_Cs(type(est)._default_Cs if Cs is None or auto else Cs)
     data, positive, classes, multi, groups = est._prepare(X, Y, groups)
+    # C-weighted planes (norm about C R) must fit float32 at every C of the grid.
+    R = est._row_norm(data)
+    if R is not None:
+        check_feature_scale(R, float(np.max(grid)))
     T = positive.shape[0]
     names = list(range(T)) if task_names is None else list(task_names)
     if len(names) != T:
@@ -378,6 +389,8 @@ def sweep(
             new = [grid[0] * 10 ** (-step * k) for k in (2, 1)]
             new = [c for c in new if c >= _C_RANGE[0]]
             place = "low"
+        if R is not None:  # C R of the extension: stop at the float32 range instead
+            new = [c for c in new if c * R <= _SCALE_MAX]
         if not new:
             break
         more, dt = _run(est, data, positive, where, run_masks, np.asarray(new), groups,
