@@ -738,7 +738,8 @@ def check_feature_scale(R, C=None, name="X"):
         c = "" if C is None else f" and C = {C:.3g}"
         cr = "" if C is None else f" and C * R <= {_SCALE_MAX:.1e}"
         raise ValueError(
-            f"{name} has rows of norm up to R = {R:.3g}{c}: jaxrank fits in float32, which "
+            f"{name} has rows of norm up to R = {R:.3g}{c}, too {'large' if too_big else 'small'}"
+            f": jaxrank fits in float32, which "
             f"needs {_SCALE_MIN:.1e} <= R <= {_SCALE_MAX:.1e}{cr} (squared norms and "
             "C-weighted sums of rows must neither overflow nor lose their precision). "
             f"Rescale {name} (e.g. sklearn.preprocessing.StandardScaler, or divide {name} by "

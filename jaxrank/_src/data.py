@@ -528,12 +528,20 @@ def _check_real_dtype(dtype, path, name):
 
 
 def _check_finite(a, path, name):
-    if a.dtype.kind == "f" and not np.isfinite(a).all():
-        pos = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
-        at = f"{name}[{', '.join(map(str, pos))}]"
-        raise ValueError(
-            f"{path}: {at} is {a[pos]}; NaN and infinite values are not accepted."
-        )
+    if a.dtype.kind != "f" or a.size == 0:
+        return
+    # In chunks of rows: np.isfinite of the whole array would be a temporary
+    # of a quarter of a float32 array's size.
+    step = max(1, (1 << 22) // max(1, a[0].size if a.ndim > 1 else 1))
+    for i in range(0, a.shape[0], step):
+        bad = ~np.isfinite(a[i:i + step])
+        if bad.any():
+            pos = tuple(int(j) for j in np.argwhere(bad)[0])
+            pos = (pos[0] + i,) + pos[1:]
+            at = f"{name}[{', '.join(map(str, pos))}]"
+            raise ValueError(
+                f"{path}: {at} is {a[pos]}; NaN and infinite values are not accepted."
+            )
 
 
 def _read_npy(f, path, name):
@@ -600,8 +608,10 @@ def _load_npz(path, compression):
             out = []
             for name in ("X", "y"):
                 try:
+                    # Read from the archive member as a stream (a BytesIO of
+                    # the member's bytes would hold a second copy of X).
                     with z.open(name + ".npy") as member:
-                        a = _read_npy(io.BytesIO(member.read()), path, name)
+                        a = _read_npy(member, path, name)
                 except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
                     raise ValueError(
                         f"cannot read data file {path}: array {name!r} is corrupt "
