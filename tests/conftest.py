@@ -9,12 +9,17 @@ import pytest
 # Two virtual CPU devices (before JAX's first computation), so the tests run
 # the batched fits sharded over devices as `jaxrank sweep` does on 2 cores.
 jax.config.update("jax_num_cpu_devices", 2)
-# One persistent compilation cache for the test session: the two xdist workers
-# (and later runs) share the programs they compile (XLA's CPU compile of a
-# solver loop takes seconds). Programs with host callbacks are not cached.
+# JAX's persistent compilation cache is off in the test session unless
+# $JAXRANK_TEST_JAX_CACHE names a directory for it. Its files are written
+# without a lock (the two xdist workers could read each other's partly
+# written entries), and two CI runs lost a worker while it was on, one of them
+# inside a cache write (jax 0.10: `put_executable_and_time`). A cache
+# directory is configured either way, so that `jaxrank.cli.main` called in
+# a test does not turn on a cache of its own in the user's home directory.
+_CACHE = os.environ.get("JAXRANK_TEST_JAX_CACHE", "")
 jax.config.update("jax_compilation_cache_dir",
-                  os.environ.get("JAXRANK_TEST_JAX_CACHE",
-                                 str(Path(__file__).resolve().parents[1] / ".jax_cache")))
+                  _CACHE or str(Path(__file__).resolve().parents[1] / ".jax_cache"))
+jax.config.update("jax_enable_compilation_cache", bool(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 HERE = Path(__file__).resolve().parent

@@ -263,10 +263,11 @@ def no_jax_cache():
     executables compiled in the process."""
     from jax.experimental.compilation_cache import compilation_cache as cc
 
+    was = bool(jax.config.jax_enable_compilation_cache)
     jax.config.update("jax_enable_compilation_cache", False)
     cc.reset_cache()
     yield
-    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_enable_compilation_cache", was)
     cc.reset_cache()
 
 
