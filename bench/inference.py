@@ -45,6 +45,23 @@ so the breakdown crashed), and bench/ uses public names only. Its question
 (where does ``select`` spend its time relative to ``jnp.sort``) is answered
 by the ``time / jnp.sort`` column and the public rows.
 
+The floor: ``np.sort`` of the same float32 scores (NumPy, in the same
+process and the same timing rounds) is the reference of issue 12's targets
+(``time / np.sort`` column): ``select`` within 2x of it at (1000, 10^5) and
+(10^4, 10^6) untrained and below it when fewer than 10 % of the negatives are
+active (the trained rows); the same for the ROC-area oracle
+(``jaxrank.inference.auc_oracle``, rows ``auc``). On CPU the integer stages
+of both oracles run as NumPy host kernels; the rows ``select [XLA sort
+path]`` and ``auc [XLA sort path]`` force the pure-XLA path (what GPU/TPU
+run) with the private switch ``jaxrank._src.inference._sort_path("xla")``
+(there is no public name for it), so the two paths are timed side by side;
+their results must be bitwise equal (checked, "host == XLA" below).
+
+``--design`` adds the measurements behind the defaults of the host path:
+host vs XLA ``select`` at small ``n`` (the ``_HOST_MIN_LEN`` crossover),
+``buffer_callback`` vs ``pure_callback``, and the ``vmap_method`` of the
+host kernels under ``vmap`` (as the batched sweep driver uses the oracle).
+
 Correctness: every method's ``hinge`` (the objective) is compared with the
 others (and with the float64 hinge of the literal Algorithm 1 where it runs);
 the maximum relative difference is printed per size and regime.
@@ -75,7 +92,8 @@ import jax
 import jax.numpy as jnp
 from reference import literal_algorithm1, outputs_from_interleaving
 
-from jaxrank.inference import ap_most_violated, ap_oracle
+from jaxrank._src import inference as _inference  # private: _sort_path, --design
+from jaxrank.inference import ap_most_violated, ap_oracle, auc_oracle
 from jaxrank.models import APModel, ItemProblem
 
 DEFAULT_SIZES = "300x3000,1000x100000,10000x1000000"
@@ -163,10 +181,12 @@ def run_cell(P, N, regime, args):
     rows = []  # dicts: method, ms, compile_s, R, note
     entries, info = {}, {}  # name -> (fn, args, block); name -> row fields
 
-    # jnp.sort of the same scores.
+    # jnp.sort and np.sort of the same scores.
     c, comp = aot(jnp.sort, scores)
     entries["jnp.sort"] = (c, (scores,), True)
     info["jnp.sort"] = {"compile_s": comp}
+    entries["np.sort"] = (functools.partial(np.sort, scores_np), (), False)
+    info["np.sort"] = {"compile_s": float("nan")}
 
     skipped = {}
     for m in METHODS:
@@ -177,6 +197,21 @@ def run_cell(P, N, regime, args):
         c, comp = aot(kern, scores, positive, where)
         entries[m] = (c, (scores, positive, where), True)
         info[m] = {"compile_s": comp}
+
+    # The ROC-area oracle (default: host kernel on CPU), and both oracles on
+    # the forced XLA path.
+    c, comp = aot(auc_oracle, scores, positive, where)
+    entries["auc"] = (c, (scores, positive, where), True)
+    info["auc"] = {"compile_s": comp}
+    if args.xla_path:
+        with _inference._sort_path("xla"):
+            kern = functools.partial(ap_oracle, kp=P, method="select")
+            c, comp = aot(kern, scores, positive, where)
+            entries["select [XLA sort path]"] = (c, (scores, positive, where), True)
+            info["select [XLA sort path]"] = {"compile_s": comp}
+            c, comp = aot(auc_oracle, scores, positive, where)
+            entries["auc [XLA sort path]"] = (c, (scores, positive, where), True)
+            info["auc [XLA sort path]"] = {"compile_s": comp}
 
     if args.public:
         # The model's oracle as the solver calls it (S = X w, ItemProblem).
@@ -218,10 +253,15 @@ def run_cell(P, N, regime, args):
         entries, min_repeats=min_r, max_repeats=max_r, budget_s=budget
     )
     sort_ms = 1e3 * timed["jnp.sort"][0]
+    np_ms = 1e3 * timed["np.sort"][0]
     lit_ms = 1e3 * timed[lit_name][0] if lit_name in timed else None
     order = [
+        "np.sort",
         "jnp.sort",
         *METHODS,
+        "select [XLA sort path]",
+        "auc",
+        "auc [XLA sort path]",
         "select [public, APModel.oracle]",
         "select [public, eager]",
         "select [public, jit closure]",
@@ -240,9 +280,11 @@ def run_cell(P, N, regime, args):
                     scores_np, labels_np, opt, pos, neg
                 )
                 hinges["literal Alg. 1 (float64)"] = float(ref)
-            elif name != "jnp.sort":
+            elif name.startswith("auc"):
+                results[name] = out
+            elif name not in ("jnp.sort", "np.sort"):
                 hinges[name] = float(out.hinge)
-                if name in METHODS:
+                if name in METHODS or name == "select [XLA sort path]":
                     results[name] = out
 
     # Active negatives (from select; all methods must agree up to ties).
@@ -252,7 +294,19 @@ def run_cell(P, N, regime, args):
     actives = {
         m: int(np.sum(np.asarray(o.interleaving_rank)[neg] <= P))
         for m, o in results.items()
+        if m in METHODS
     }
+    # ROC area: negatives swapped with at least one positive (coef < 0).
+    auc_active = int(np.sum(np.asarray(results["auc"].coef)[neg] < 0))
+
+    def same(a, b):
+        return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b)
+                   if x is not None)
+
+    bitwise = {}
+    for name, ref in (("select", "select [XLA sort path]"), ("auc", "auc [XLA sort path]")):
+        if ref in results:
+            bitwise[name] = same(results[name], results[ref])
 
     # Hinge agreement. The hinge is a maximum over rankings, so a method whose
     # hinge is below the others' returned a ranking that is not most-violated.
@@ -269,10 +323,13 @@ def run_cell(P, N, regime, args):
     }
 
     for row in rows:
-        row.update(size=f"({P}, {N})", regime=regime, active=n_active)
+        auc_row = row["method"].startswith("auc")
+        row.update(size=f"({P}, {N})", regime=regime,
+                   active=auc_active if auc_row else n_active)
         if "ms" in row:
-            row["vs_lit"] = None if lit_ms is None else lit_ms / row["ms"]
+            row["vs_lit"] = None if lit_ms is None or auc_row else lit_ms / row["ms"]
             row["vs_sort"] = row["ms"] / sort_ms
+            row["vs_np"] = row["ms"] / np_ms
     check = {
         "size": f"({P}, {N})",
         "regime": regime,
@@ -282,6 +339,9 @@ def run_cell(P, N, regime, args):
         "n_active": n_active,
         "ref_name": ref_name,
         "rel_vs_ref": rel_vs_ref,
+        "bitwise": bitwise,
+        "active_frac": n_active / N,
+        "auc_active_frac": auc_active / N,
     }
     return rows, check
 
@@ -302,14 +362,14 @@ def fmt_ms(ms):
 def print_table(rows):
     print(
         "| size (P, N) | regime | #active neg. | method | median ms | R "
-        "| compile s | speed-up vs literal Alg. 1 | time / jnp.sort |"
+        "| compile s | speed-up vs literal Alg. 1 | time / jnp.sort | time / np.sort |"
     )
-    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         if "skipped" in row:
             print(
                 f"| {row['size']} | {row['regime']} | {row['active']} | "
-                f"{row['method']} | {row['skipped']} | | | | |"
+                f"{row['method']} | {row['skipped']} | | | | | |"
             )
             continue
         comp = "" if np.isnan(row["compile_s"]) else f"{row['compile_s']:.2f}"
@@ -318,7 +378,7 @@ def print_table(rows):
         print(
             f"| {row['size']} | {row['regime']} | {row['active']} | {method} | "
             f"{fmt_ms(row['ms'])} | {row['R']} | {comp} | {vs_lit} | "
-            f"{row['vs_sort']:.2f}x |"
+            f"{row['vs_sort']:.2f}x | {row['vs_np']:.2f}x |"
         )
 
 
@@ -346,6 +406,19 @@ def git_state():
     return f"commit {head} + uncommitted changes in {', '.join(dirty)}"
 
 
+def machine_load():
+    """``uptime``-style load averages and how busy the machine is."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:  # pragma: no cover
+        return "unknown"
+    cpus = os.cpu_count() or 1
+    state = "shared/loaded" if one > 0.5 * cpus else "quiet"
+    return (f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {cpus} CPUs "
+            f"({state}: other processes competed for the CPUs, absolute times are "
+            "noisy; compare ratios measured in the same rounds)")
+
+
 def header(argv):
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -369,6 +442,7 @@ def header(argv):
     print(
         f"- platform: {platform.platform()} ({platform.processor() or platform.machine()})"
     )
+    print(f"- load: {machine_load()}")
     print(
         "- scores float32, random order; untrained: pos, neg ~ N(0,1); trained: "
         "pos ~ N(4 + N/(2P), 1), neg ~ N(0,1) (see the module docstring)"
@@ -380,6 +454,94 @@ def header(argv):
         "`block_until_ready`"
     )
     print()
+
+
+# ---------------------------------------------------------------------------
+# --design: the measurements behind the host path's defaults.
+# ---------------------------------------------------------------------------
+
+
+def _compiled(fn, args, path, **private):
+    """AOT-compile ``fn(*args)`` on the forced sort ``path`` with private settings."""
+    old = {k: getattr(_inference, k) for k in private}
+    for k, v in private.items():
+        setattr(_inference, k, v)
+    try:
+        with _inference._sort_path(path):
+            return aot(fn, *args)[0]
+    finally:
+        for k, v in old.items():
+            setattr(_inference, k, v)
+
+
+def _design_table(title, rows, cols, args):
+    print(f"### {title}")
+    print()
+    print("| case | " + " | ".join(f"{c} ms" for c in cols) + " | " +
+          " | ".join(f"{c} / {cols[0]}" for c in cols[1:]) + " |")
+    print("|---|" + "---:|" * (2 * len(cols) - 1))
+    for case, entries in rows:
+        timed = time_round_robin(entries, min_repeats=5, max_repeats=30, budget_s=args.budget)
+        ms = [1e3 * timed[c][0] for c in cols]
+        print(f"| {case} | " + " | ".join(fmt_ms(m) for m in ms) + " | " +
+              " | ".join(f"{m / ms[0]:.2f}x" for m in ms[1:]) + " |", flush=True)
+    print()
+
+
+def design(args):
+    """Host vs XLA at small n, callback API, vmap method (private switches)."""
+    print("## Design measurements (`--design`)")
+    print()
+    print("Private switches of `jaxrank._src.inference` (`_sort_path`, `_CALLBACK`, "
+          "`_VMAP_METHOD`); every row is compiled ahead of time, timed in "
+          "interleaved rounds (medians).")
+    print()
+    rows = []
+    for n in (512, 1024, 2048, 4096, 8192, 32768):
+        P = max(n // 10, 1)
+        s, y = make_problem(P, n - P, "untrained", args.seed)
+        a = (jnp.asarray(s), jnp.asarray(y > 0), jnp.ones((n,), bool))
+        kern = functools.partial(ap_oracle, kp=P, method="select")
+        rows.append((f"select n={n}, P={P}", {
+            "XLA": (_compiled(kern, a, "xla"), a, True),
+            "host": (_compiled(kern, a, "host"), a, True),
+            "np.sort": (functools.partial(np.sort, s), (), False)}))
+        rows.append((f"auc n={n}, P={P}", {
+            "XLA": (_compiled(auc_oracle, a, "xla"), a, True),
+            "host": (_compiled(auc_oracle, a, "host"), a, True),
+            "np.sort": (functools.partial(np.sort, s), (), False)}))
+    _design_table("Host vs XLA path by size (crossover for `_HOST_MIN_LEN` = "
+                  f"{_inference._HOST_MIN_LEN})", rows, ["XLA", "host", "np.sort"], args)
+
+    rows = []
+    for P, N in ((1000, 100000), (10000, 1000000)):
+        s, y = make_problem(P, N, "untrained", args.seed)
+        a = (jnp.asarray(s), jnp.asarray(y > 0), jnp.ones((P + N,), bool))
+        kern = functools.partial(ap_oracle, kp=P, method="select")
+        for name, fn in (("select", kern), ("auc", auc_oracle)):
+            rows.append((f"{name} ({P}, {N}) untrained", {
+                "buffer_callback": (_compiled(fn, a, "host", _CALLBACK="buffer"), a, True),
+                "pure_callback": (_compiled(fn, a, "host", _CALLBACK="pure"), a, True)}))
+    _design_table("Callback API of the host kernels", rows,
+                  ["buffer_callback", "pure_callback"], args)
+
+    rows = []
+    B, P, N = 8, 200, 20000
+    probs = [make_problem(P, N, "untrained" if b % 2 else "trained", args.seed + b)
+             for b in range(B)]
+    S = jnp.asarray(np.stack([p[0] for p in probs]))
+    Y = jnp.asarray(np.stack([p[1] > 0 for p in probs]))
+    W = jnp.ones_like(Y)
+    a = (S, Y, W)
+    kern = jax.vmap(functools.partial(ap_oracle, kp=P, method="select"))
+    auc = jax.vmap(auc_oracle)
+    for name, fn in (("vmap(select)", kern), ("vmap(auc)", auc)):
+        rows.append((f"{name}, {B} lists of ({P}, {N})", {
+            "broadcast_all": (_compiled(fn, a, "host", _VMAP_METHOD="broadcast_all"), a, True),
+            "sequential": (_compiled(fn, a, "host", _VMAP_METHOD="sequential"), a, True),
+            "XLA path": (_compiled(fn, a, "xla"), a, True)}))
+    _design_table("vmap_method of the host kernels", rows,
+                  ["broadcast_all", "sequential", "XLA path"], args)
 
 
 def main(argv=None):
@@ -440,6 +602,18 @@ def main(argv=None):
         default=20_000,
         help="time jit(lambda s: ap_most_violated(s, labels)) only for "
         "n <= this (it uses kp = n)",
+    )
+    p.add_argument(
+        "--no-xla-path",
+        dest="xla_path",
+        action="store_false",
+        help="do not time select / auc on the forced pure-XLA sort path",
+    )
+    p.add_argument(
+        "--design",
+        action="store_true",
+        help="also measure the defaults of the host path: host vs XLA at small n, "
+        "buffer_callback vs pure_callback, vmap_method",
     )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -567,6 +741,38 @@ def main(argv=None):
             f"{fmt_ms(row['ms'])} ms vs sort {fmt_ms(srt['ms'])} ms)"
             + invalid(big_s, regime)
         )
+    # Issue 12: the sort floor, np.sort of the same scores.
+    checks_by = {(c["size"], c["regime"]): c for c in checks}
+    for P, N in sizes:
+        size = f"({P}, {N})"
+        for regime in regimes:
+            c = checks_by[(size, regime)]
+            for name, frac in (("select", c["active_frac"]), ("auc", c["auc_active_frac"])):
+                row = by[(size, regime, name)]
+                ratio = row["vs_np"]
+                if regime == "untrained" and (P, N) in ((1000, 100000), (10000, 1000000)):
+                    goal, ok = "within 2x of np.sort", ratio <= 2
+                elif frac < 0.1:
+                    goal, ok = "below np.sort", ratio < 1
+                else:
+                    continue
+                print(
+                    f"- {name} {goal} at {size}, {regime} ({100 * frac:.1f} % of "
+                    f"negatives active): {'PASS' if ok else 'FAIL'} ({ratio:.2f}x: "
+                    f"{name} {fmt_ms(row['ms'])} ms vs np.sort "
+                    f"{fmt_ms(by[(size, regime, 'np.sort')]['ms'])} ms)"
+                    + (invalid(size, regime) if name == "select" else "")
+                )
+    print()
+    print("## Host path == XLA path (bitwise, all outputs)")
+    print()
+    for c in checks:
+        if c["bitwise"]:
+            res = ", ".join(f"{k}: {'equal' if v else 'DIFFERENT'}" for k, v in c["bitwise"].items())
+            print(f"- {c['size']} {c['regime']}: {res}")
+    if args.design:
+        print()
+        design(args)
     print()
     print(f"Total runtime: {time.perf_counter() - t_start:.0f} s")
     return 0

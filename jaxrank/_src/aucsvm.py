@@ -11,6 +11,12 @@ negative ``j``) pair, with the normalised joint feature map and loss
 and is computed by sorting and binary search in O(n log n) time and O(n)
 memory, never forming the ``P x N`` pairs (:func:`auc_oracle`). Counts are
 summed in the float dtype (``P N`` exceeds int32 beyond ``2^31`` pairs).
+
+Scores are compared through order-preserving integer keys
+(:func:`jaxrank._src.metrics._sort_key`), so the sorts are integer sorts; on
+CPU, for lists of at least ``_HOST_MIN_LEN`` items, the counting runs as a
+NumPy host kernel that sorts only the negatives that can be swapped with
+some positive (see :mod:`jaxrank._src.inference`, "Sorting at the floor").
 """
 
 from __future__ import annotations
@@ -19,11 +25,26 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxrank._src.base import StructuredSVM
-from jaxrank._src.inference import _layout, _masked_scores, _nan_if_nan_scores
+from jaxrank._src.inference import (
+    _dispatch,
+    _host_call,
+    _layout,
+    _masked_scores,
+    _nan_if_nan_scores,
+    _np_argsort,
+)
+from jaxrank._src.metrics import _sort_key
 from jaxrank._src.models import Model
 from jaxrank._src.types import Violation
+
+
+# Lists shorter than this use the XLA path on CPU too: its two single-operand
+# integer sorts need no index payload and beat a host round trip below
+# 8192-32768 entries (bench/inference.py --design, "Host vs XLA path by size").
+_HOST_MIN_LEN = 16384
 
 
 @jax.jit
@@ -39,22 +60,23 @@ def auc_oracle(scores, positive, where):
         :class:`jaxrank.inference.Violation` (``aux=None``); zeros for a list
         without both classes. See :func:`auc_most_violated`.
 
+    The counts are integer-key sorts and searches (``_auc_counts``): on CPU
+    a NumPy host kernel (``jax.pure_callback``), elsewhere XLA; both give the
+    same integers, so the result is bitwise the same.
+
     References:
         Joachims, ICML 2005, Algorithm 3 (ROCArea).
     """
     pos, neg = positive & where, ~positive & where
     dtype = scores.dtype
-    inf = jnp.asarray(jnp.inf, dtype)
     P = jnp.sum(pos, dtype=jnp.int32)
     N = jnp.sum(neg, dtype=jnp.int32)
-    sn = jnp.sort(jnp.where(neg, scores, inf))  # valid negatives first
-    sp = jnp.sort(jnp.where(pos, scores, inf))
     half = jnp.asarray(0.5, dtype)
-    # Pair (i, j) is swapped iff 1 - 2 (s_i - s_j) > 0, i.e. s_j > s_i - 1/2.
-    c = N - jnp.searchsorted(sn, scores - half, side="right").astype(jnp.int32)
-    d = jnp.searchsorted(sp, scores + half, side="left").astype(jnp.int32)
-    c = jnp.where(pos, c, 0)
-    d = jnp.where(neg, d, 0)
+    # Pair (i, j) is swapped iff 1 - 2 (s_i - s_j) > 0, i.e. s_j > s_i - 1/2:
+    # c_i = #{j : s_j > s_i - 1/2}, d_j = #{i : s_i < s_j + 1/2}, compared
+    # through order-preserving integer keys (exact, both zeros equal).
+    c, d = _auc_counts(_sort_key(scores), _sort_key(scores - half), _sort_key(scores + half),
+                       pos, neg)
     Pf, Nf = P.astype(dtype), N.astype(dtype)
     ok = (P > 0) & (N > 0)
     # c_i <= N and d_j <= P: per-item fractions, then float sums (no int32
@@ -67,6 +89,89 @@ def auc_oracle(scores, positive, where):
     ref = jnp.sum(jnp.where(active, scores, 0)) / jnp.maximum(jnp.sum(active), 1)
     hinge = jnp.maximum(loss - jnp.dot(scores - ref, coef), 0)
     return Violation(loss=loss, coef=coef, aux=None, hinge=hinge)
+
+
+def _auc_counts(key, qm, qp, pos, neg):
+    """Swap counts of the ROC-area oracle from integer keys.
+
+    Args:
+        key, qm, qp: ``[n]`` int keys (:func:`jaxrank._src.metrics._sort_key`)
+            of ``s``, ``s - 1/2`` and ``s + 1/2``.
+        pos, neg: ``[n]`` bool, the positives and negatives taking part.
+
+    Returns:
+        ``(c, d)``, ``[n]`` int32: ``c_i = #{neg j : key_j > qm_i}`` for a
+        positive ``i`` and ``d_j = #{pos i : key_i < qp_j}`` for a negative
+        ``j``; 0 elsewhere. Identical on the host and XLA paths.
+    """
+    return _dispatch(_auc_counts_host, _auc_counts_xla, key.shape[-1], key, qm, qp, pos, neg,
+                     min_len=_HOST_MIN_LEN)
+
+
+def _auc_counts_xla(key, qm, qp, pos, neg):
+    """XLA path of :func:`_auc_counts`: two single-operand integer sorts."""
+    top = jnp.array(jnp.iinfo(key.dtype).max, key.dtype)
+    N = jnp.sum(neg, dtype=jnp.int32)
+    sn = jnp.sort(jnp.where(neg, key, top))  # valid negatives first
+    sp = jnp.sort(jnp.where(pos, key, top))
+    c = N - jnp.searchsorted(sn, qm, side="right").astype(jnp.int32)
+    d = jnp.searchsorted(sp, qp, side="left").astype(jnp.int32)
+    return jnp.where(pos, c, 0), jnp.where(neg, d, 0)
+
+
+def _np_searchsorted(table, queries, side):
+    """``np.searchsorted`` with many unsorted queries sorted first (cache-friendly)."""
+    if queries.shape[0] <= 4096:
+        return np.searchsorted(table, queries, side=side)
+    order = _np_argsort(queries)
+    out = np.empty(queries.shape[0], np.int64)
+    out[order] = np.searchsorted(table, queries[order], side=side)
+    return out
+
+
+def _auc_counts_rows(key, qm, qp, pos, neg):
+    """Host path of :func:`_auc_counts` on NumPy rows ``[B, n]``.
+
+    Only negatives that can be swapped with some positive are sorted: ``d_j >
+    0`` needs ``qp_j > min key_pos``, and a negative counts in some ``c_i``
+    only if ``key_j > min qm_pos``; the rest are a bottom set with ``d = 0``
+    that no ``c_i`` counts. So the trained regime (few swapped pairs) costs
+    O(n) plus a small sort.
+    """
+    B, n = key.shape
+    c = np.zeros((B, n), np.int32)
+    d = np.zeros((B, n), np.int32)
+    for b in range(B):
+        pi, ni = np.flatnonzero(pos[b]), np.flatnonzero(neg[b])
+        if pi.shape[0] == 0 or ni.shape[0] == 0:
+            continue
+        k, qmb, qpb = key[b], qm[b], qp[b]
+        sp = np.sort(k[pi])
+        qm_pos = qmb[pi]
+        kn = k[ni]
+        act = (qpb[ni] > sp[0]) | (kn > qm_pos.min())
+        ai = ni if act.all() else ni[act]
+        ka = k[ai]
+        perm = _np_argsort(ka)
+        src = ai[perm]
+        ska = ka[perm]
+        # In key order, s + 1/2 is non-decreasing: sorted queries.
+        d[b, src] = np.searchsorted(sp, qpb[src], side="left")
+        c[b, pi] = ai.shape[0] - _np_searchsorted(ska, qm_pos, "right")
+    return c, d
+
+
+def _auc_counts_host(key, qm, qp, pos, neg):
+    """Host path of :func:`_auc_counts` (``pure_callback``; any batch axes)."""
+    n = key.shape[-1]
+
+    def host(*args):
+        shape = np.shape(args[0])
+        c, d = _auc_counts_rows(*(np.asarray(a).reshape(-1, n) for a in args))
+        return c.reshape(shape), d.reshape(shape)
+
+    shapes = (jax.ShapeDtypeStruct(key.shape, jnp.int32),) * 2
+    return _host_call(host, shapes, key, qm, qp, pos, neg)
 
 
 def auc_most_violated(scores, labels, *, where=None):

@@ -14,10 +14,22 @@ is one term of eq. (5); ``delta_j(i)`` is its suffix sum over ``k >= i`` and
 ``delta_j(P+1) = 0``. The output of inference only needs
 ``n_a = #{j : opt_j <= a}``, the number of negatives ranked above the a-th
 positive in the most-violated ranking.
+
+Sorting at the floor (issue 12): scores are sorted as order-preserving
+integer keys, never as floats, and on CPU the integer stages of the AP
+oracle (sorting the positives, selecting and sorting the candidate
+negatives, expanding per-positive cuts into per-negative ranks) run as NumPy
+host kernels through a JAX callback chosen by ``lax.platform_dependent``;
+GPU/TPU programs keep the pure-XLA path. The float arithmetic stays in XLA
+on both paths and the host kernels return the XLA path's integers, so the
+results are bitwise identical (tests/test_sort_floor.py). A program with a
+host callback is not kept in JAX's persistent compilation cache; lists
+shorter than ``_HOST_MIN_LEN`` always take the XLA path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import jax
@@ -25,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxrank._src.metrics import _sort_key
 from jaxrank._src.types import Violation
 
 Array = jax.Array
@@ -60,18 +73,159 @@ def _increment(k, j, sp_k, sn_j, P, N):
     return first - second
 
 
-def _sort_desc(scores, valid):
-    """Sort ``scores`` descending with invalid entries last (set to 0).
+# ---------------------------------------------------------------------------
+# Sorting at the floor: integer keys; on CPU a NumPy host sort.
+# ---------------------------------------------------------------------------
+#
+# Every sort of this module (and of the ROC-area oracle) sorts integer keys of
+# the scores (``metrics._sort_key``: the float32 bit pattern made monotone, one
+# key for both zeros and for every NaN), never floats: XLA sends float sorts
+# and argsorts to slow comparator loops (on CPU 50-100x slower than ``np.sort``;
+# on GPUs float argsort misses the radix sort, openxla/xla#35587). Arguments of
+# a sort are ``(keys, iota)`` with ``is_stable=True``: ties keep index order,
+# so the permutation is fully determined. On CPU, where XLA's integer sort with
+# a payload is still 6-8x slower than NumPy's, the sort runs on the host
+# through ``jax.pure_callback`` (chosen by ``lax.platform_dependent``, so
+# GPU/TPU programs keep the pure-XLA path); the host kernels return exactly
+# the integers of the XLA path, so every result is bitwise identical on both.
 
-    Returns the sorted scores ``[m]``, the permutation ``[m]`` (indices into the
-    input) and the number of valid entries.
+# "auto": the host sort on CPU for sorts of at least _HOST_MIN_LEN entries,
+# XLA otherwise (and on every other platform); "xla" or "host": forced (tests
+# and benchmarks only: use :func:`_sort_path`, which clears JAX's caches).
+_SORT_PATH = "auto"
+# Below this length the XLA path costs less than a host round trip, and a
+# program without host callbacks can be kept in JAX's persistent compilation
+# cache (programs with a host callback are not). Measured crossover of AP
+# select: between 1024 and 2048 entries (bench/inference.py --design, "Host
+# vs XLA path by size"; the ROC-area oracle has its own, in aucsvm.py).
+_HOST_MIN_LEN = 2048
+# vmap of a host kernel: one callback for the whole batch (the kernels loop
+# over the rows in NumPy); measured against "sequential" in the bench notes.
+_VMAP_METHOD = "broadcast_all"
+_RADIX_MIN_LEN = 256
+# The callback API of the host kernels: "buffer" (jax.experimental.buffer_callback,
+# zero-copy inputs) when available, else "pure" (jax.pure_callback).
+try:
+    from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
+except ImportError:  # pragma: no cover - older JAX
+    _buffer_callback = None
+_CALLBACK = "buffer" if _buffer_callback is not None else "pure"
+
+
+@contextlib.contextmanager
+def _sort_path(path):
+    """Force the sort implementation: ``"xla"``, ``"host"`` or ``"auto"``.
+
+    For tests and benchmarks (the choice is read at trace time, so JAX's
+    in-memory caches are cleared on entry and on exit; the results do not
+    depend on it). Not thread-safe.
+
+    Raises:
+        ValueError: an unknown ``path``.
     """
-    m = scores.shape[-1]
-    key = jnp.where(valid, -scores, jnp.inf)
-    idx = jnp.arange(m, dtype=jnp.int32)
-    key, perm = lax.sort((key, idx), num_keys=1)
-    sorted_scores = jnp.where(jnp.isfinite(key), -key, 0).astype(scores.dtype)
-    return sorted_scores, perm, jnp.sum(valid, dtype=jnp.int32)
+    global _SORT_PATH
+    if path not in ("auto", "xla", "host"):
+        raise ValueError(f"path must be 'auto', 'xla' or 'host'; got {path!r}.")
+    old = _SORT_PATH
+    _SORT_PATH = path
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        _SORT_PATH = old
+        jax.clear_caches()
+
+
+def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
+    """``host_fn(*args)`` on CPU (``length >= min_len``, default ``_HOST_MIN_LEN``), else ``xla_fn``.
+
+    The choice is static (trace time) except for the platform, which
+    ``lax.platform_dependent`` resolves when the program is lowered. 64-bit
+    operands (float64 scores, int64 keys: test references only) always take
+    the XLA path: a host callback's results are canonicalised on a thread
+    that does not see a ``jax.enable_x64`` context.
+    """
+    path = _SORT_PATH
+    wide = any(jnp.dtype(a.dtype).itemsize > 4 for a in args)
+    min_len = _HOST_MIN_LEN if min_len is None else min_len
+    if path == "xla" or wide or (path == "auto" and length < min_len):
+        return xla_fn(*args)
+    if path == "host":
+        return host_fn(*args)
+    return lax.platform_dependent(*args, cpu=host_fn, default=xla_fn)
+
+
+def _key_max(dtype):
+    return jnp.array(jnp.iinfo(dtype).max, dtype)
+
+
+def _desc_keys(scores, valid):
+    """Integer keys whose ascending order is the descending order of ``scores``.
+
+    ``key(-s)`` (:func:`jaxrank._src.metrics._sort_key`): ``[m]`` int32 for
+    float32 scores (int64 for float64). Both zeros tie; a NaN score sorts
+    after every number (after ``-inf``); entries with ``valid`` False get the
+    largest integer, so they sort last.
+    """
+    key = _sort_key(-scores)
+    return jnp.where(valid, key, _key_max(key.dtype))
+
+
+def _desc_scores(keys, dtype):
+    """Inverse of :func:`_desc_keys` (``-0.0`` for a zero; 0 for the sentinel)."""
+    ity = keys.dtype
+    fty = jnp.float64 if ity == jnp.int64 else jnp.float32
+    top = _key_max(ity)
+    bits = jnp.where(keys < 0, keys ^ top, keys)
+    vals = -lax.bitcast_convert_type(bits, fty)
+    return jnp.where(keys == top, 0, vals).astype(dtype)
+
+
+def _np_argsort(keys):
+    """Stable ascending argsort of a 1-D int32/int64 NumPy array (ties in index order).
+
+    int32 keys of at least ``_RADIX_MIN_LEN`` entries: LSD radix sort by two
+    stable 16-bit passes (NumPy's ``kind="stable"`` is a radix sort for 16-bit
+    types), about 1.2x ``np.sort`` of float32; otherwise ``kind="stable"``.
+    Returns int64 (``intp``) indices.
+    """
+    if keys.dtype == np.int32 and keys.shape[0] >= _RADIX_MIN_LEN:
+        u = keys.view(np.uint32) ^ np.uint32(0x80000000)
+        p1 = np.argsort((u & np.uint32(0xFFFF)).astype(np.uint16), kind="stable")
+        p2 = np.argsort((u[p1] >> np.uint32(16)).astype(np.uint16), kind="stable")
+        return p1[p2]
+    return np.argsort(keys, kind="stable")
+
+
+def _host_call(host, out_shapes, *args):
+    """Run the NumPy function ``host(*arrays) -> tuple of arrays`` as a host callback.
+
+    ``jax.experimental.buffer_callback`` when this JAX has it: the kernel reads
+    XLA's input buffers in place and its results are written into the output
+    buffers, where ``jax.pure_callback`` copies every input to a new
+    ``jax.Array`` first (measured: 0.45 vs 0.07 ms per call at 10^5 entries,
+    3.7 vs 1.4 ms at 10^6; bench/results/inference.md). Otherwise, or with
+    ``_CALLBACK = "pure"``, ``jax.pure_callback``. Both are pure for JAX
+    (no side effects) and batch with ``vmap_method=_VMAP_METHOD``.
+    """
+    if _CALLBACK == "buffer" and _buffer_callback is not None:
+        def run(ctx, out, *bufs):
+            res = host(*(np.asarray(b) for b in bufs))
+            for o, r in zip(out, res):
+                np.asarray(o)[...] = r
+
+        return tuple(_buffer_callback(run, tuple(out_shapes), vmap_method=_VMAP_METHOD)(*args))
+    return jax.pure_callback(host, out_shapes, *args, vmap_method=_VMAP_METHOD)
+
+
+def _stable_sort_xla(keys):
+    """Stable ascending sort of integer ``keys [..., m]``: ``(sorted keys, perm)``.
+
+    ``perm`` int32, ties in index order (``lax.sort`` with ``is_stable=True``
+    and the index as payload: an integer sort, never a float one).
+    """
+    idx = lax.broadcasted_iota(jnp.int32, keys.shape, keys.ndim - 1)
+    return lax.sort((keys, idx), dimension=keys.ndim - 1, num_keys=1, is_stable=True)
 
 
 def _first_true(pred_fn, lo, hi, num_iter):
@@ -90,6 +244,16 @@ def _first_true(pred_fn, lo, hi, num_iter):
 
     lo, hi = lax.fori_loop(0, num_iter, body, (lo, hi))
     return lo
+
+
+def _cumsum(x):
+    """Inclusive cumulative sum of a 1-D array as a parallel prefix scan.
+
+    ``lax.associative_scan``: exact for integers; for floats a tree of
+    additions (error O(log n eps) per entry). On XLA CPU 2.5-3x faster than
+    ``jnp.cumsum`` (a reduce-window) at 10^4 to 10^6 entries.
+    """
+    return lax.associative_scan(jnp.add, x)
 
 
 def _num_bisections(m):
@@ -160,24 +324,30 @@ def _opt_greedy(sp, P, N, sn):
     return _map_row_blocks(block, j, sn, N, sp.shape[0])
 
 
-def _opt_tail_by_positive(sp, P, N, sn, num_valid):
-    """``opt_j`` for the rows ``j >= P`` by one binary search per positive.
+def _tail_cuts(sp, P, N, value_at, m, num_valid):
+    """``J_a = max{j : t_a(j) >= 0}`` for each positive ``a``: one binary search each.
 
     For ``j >= P``, ``opt_j <= a`` iff ``t_a(j) >= 0``, and ``t_a(j)`` is
     non-increasing in ``j`` (also as computed in floating point: every
-    operation is monotone), so ``J_a = max{j : t_a(j) >= 0}`` is a binary
-    search over ranks, O(P log N) in all, and ``opt_j = 1 + #{a : J_a < j}``
-    (a histogram and a cumulative sum, O(N + P)). Equivalent to Algorithm 2's
-    per-negative search, O(N log P), when ``N >> P``. Rows ``j < P`` are left
-    to the caller.
+    operation is monotone), so ``J_a`` is a binary search over the ranks
+    ``P - 1 .. num_valid``, O(P log N) in all; then ``opt_j = 1 + #{a : J_a
+    < j}`` (:func:`_expand_cuts`). Equivalent to Algorithm 2's per-negative
+    search, O(N log P), when ``N >> P``.
+
+    Args:
+        sp: ``[kp]`` sorted positive scores; P, N: ``[]`` int32 counts.
+        value_at: ``jj [kp] -> s-_jj`` (1-based ranks in ``1..max(m, 1)``).
+        m: static number of rows; num_valid: ``[]`` int32, rows in use.
+
+    Returns:
+        ``J [kp]`` int32 in ``[0, m + 1]``; ``m + 1`` for the padding ``a > P``.
     """
-    m = sn.shape[0]
     kp = sp.shape[0]
     a = jnp.arange(1, kp + 1, dtype=jnp.int32)
 
     def pred(j):
         jj = jnp.clip(j, 1, max(m, 1))
-        return _increment(a, jj, sp, sn[jj - 1], P, N) >= 0
+        return _increment(a, jj, sp, value_at(jj), P, N) >= 0
 
     def body(_, carry):
         lo, hi = carry  # invariant: lo = P - 1 ("none") or pred(lo)
@@ -188,10 +358,23 @@ def _opt_tail_by_positive(sp, P, N, sn, num_valid):
     lo0 = jnp.full((kp,), P - 1, jnp.int32)
     hi0 = jnp.full((kp,), num_valid, jnp.int32)
     J, _ = lax.fori_loop(0, _num_bisections(m + 1), body, (lo0, hi0))
-    J = jnp.where(a <= P, jnp.clip(J, 0, m + 1), m + 1)  # padding never counts
-    below = jnp.cumsum(jnp.zeros((m + 2,), jnp.int32).at[J].add(1))
-    j = jnp.arange(1, m + 1, dtype=jnp.int32)
-    return (1 + below[j - 1]).astype(jnp.int32)
+    return jnp.where(a <= P, jnp.clip(J, 0, m + 1), m + 1)  # padding never counts
+
+
+def _expand_cuts(J, m):
+    """``opt_j = 1 + #{a : J_a < j}`` for ``j = 1..m`` (histogram + cumsum), ``[m]`` int32."""
+    below = _cumsum(jnp.zeros((m + 2,), jnp.int32).at[jnp.clip(J, 0, m + 1)].add(1))
+    return (1 + below[:m]).astype(jnp.int32)
+
+
+def _opt_tail_by_positive(sp, P, N, sn, num_valid):
+    """``opt_j`` for the rows ``j >= P`` by one binary search per positive.
+
+    :func:`_tail_cuts` then :func:`_expand_cuts`; rows ``j < P`` are left to
+    the caller.
+    """
+    m = sn.shape[0]
+    return _expand_cuts(_tail_cuts(sp, P, N, lambda jj: sn[jj - 1], m, num_valid), m)
 
 
 def _opt_search(sp, P, N, sn, num_valid, head="scan", tail="negative"):
@@ -286,16 +469,19 @@ def _opt_head_monotone(sp, P, N, sn, num_rows):
         lo = opt[rows - half]
         hi = opt[jnp.minimum(rows + half, size + 1)]
         length = jnp.where(in_level, jnp.maximum(hi - lo + 1, 1), 0)
-        ends = jnp.cumsum(length)
+        ends = _cumsum(length)
         starts = ends - length
-        seg = jnp.clip(jnp.searchsorted(starts, q, side="right") - 1, 0, nr - 1)
+        # seg[q] = #{k : starts[k] <= q} - 1 (a searchsorted of the sorted
+        # starts, as a histogram and a cumulative sum: no loop on CPU).
+        marks = jnp.zeros((buf + 1,), jnp.int32).at[jnp.minimum(starts, buf)].add(1)
+        seg = jnp.clip(_cumsum(marks)[:buf] - 1, 0, nr - 1)
         i = lo[seg] + q - starts[seg]
         inside = (q < ends[-1]) & (i <= hi[seg]) & in_level[seg]
         jr = rows[seg]
         kk = jnp.clip(i, 1, kp)
         t = _increment(kk, jr, sp[kk - 1], snp[jr - 1], P, N)
         v = jnp.where(inside & (i < hi[seg]), t, 0)
-        g = jnp.cumsum(v[::-1])[::-1]
+        g = _cumsum(v[::-1])[::-1]
         g_next = jnp.concatenate([g[1:], jnp.zeros((1,), g.dtype)])
         rel = g - g_next[jnp.maximum(ends - 1, 0)][seg]  # delta_j(i) - delta_j(hi)
         rel = jnp.where(inside, rel, -jnp.inf)
@@ -321,7 +507,7 @@ def _opt_head_monotone(sp, P, N, sn, num_rows):
 def _counts_above(opt, valid_rows, kp):
     """``n_a = #{j : opt_j <= a}`` for ``a = 1..kp`` (histogram + cumsum)."""
     hist = jnp.zeros((kp + 2,), jnp.int32).at[opt].add(valid_rows.astype(jnp.int32))
-    return jnp.cumsum(hist)[1 : kp + 1]
+    return _cumsum(hist)[1 : kp + 1]
 
 
 def _ap_outputs(sp, P, N, n_above, dtype):
@@ -352,41 +538,63 @@ def _ap_core(scores, pos_valid, neg_valid, kp, method):
         ``(loss, coef [n], interleaving_rank [n])``, zeros where not valid.
         With no valid positive or no valid negative the loss and the
         coefficients are 0.
+
+    The integer stages (sorting, candidate selection, and for ``select`` the
+    expansion of the per-positive cuts into per-negative ranks) are
+    :func:`_ap_layout` and :func:`_ap_expand`: NumPy host kernels on CPU, XLA
+    elsewhere, with identical results. The float stages are XLA on both.
     """
     dtype = scores.dtype
     n = scores.shape[0]
-    (pos_idx,) = jnp.nonzero(pos_valid, size=kp, fill_value=0)
     P = jnp.sum(pos_valid, dtype=jnp.int32)
-    pv = jnp.arange(kp) < P
-    sp, pperm, _ = _sort_desc(scores[pos_idx], pv)
     N = jnp.sum(neg_valid, dtype=jnp.int32)
-    Pf = jnp.maximum(P, 1).astype(dtype)
+    P_ = jnp.maximum(P, 1)
+    Pf = P_.astype(dtype)
     Nf = jnp.maximum(N, 1).astype(dtype)
-
-    if method == "select":
-        opt = _select_opt(sp, P, N, scores, neg_valid)
+    ok = (P > 0) & (N > 0)
+    select = method == "select"
+    caps = tuple(_select_capacities(n)) if select else (n,)
+    kh = min(kp - 1, n)
+    if len(caps) > 1:
+        # tau_j of the selective ranking for every rank j (see _select_opt),
+        # as integer keys: s >= tau_j  iff  key(-s) <= tkd[j - 1].
+        s_last = jnp.min(jnp.where(pos_valid, scores, jnp.inf))  # = s+_P
+        s_last = jnp.where(P > 0, s_last, 0).astype(dtype)
+        eps = 64 * jnp.finfo(dtype).eps
+        # In the float dtype: (j + P)(j + P - 1) overflows int32 for n >= 46342.
+        jP = (jnp.arange(1, n + 1, dtype=jnp.int32) + P_).astype(dtype)
+        t = s_last - Pf / (jP * (jP - 1)) * (Nf / 2)
+        tkd = _sort_key(-(t - eps * (jnp.abs(s_last) + jnp.abs(t) + 1)))
     else:
-        sn, nperm, _ = _sort_desc(scores, neg_valid)
+        tkd = jnp.zeros((1,), _sort_key(scores[:1]).dtype)  # unused
+    psk, psrc, m, sk, src = _ap_layout(scores, pos_valid, neg_valid, tkd, P_, N,
+                                       kp=kp, caps=caps, kh=kh)
+    sp = _desc_scores(psk, dtype)
+
+    if select:
+        opt, n_above = _select_opt(sp, P, N, m, sk, src, neg_valid, caps=caps, kh=kh)
+    else:
+        sn = _desc_scores(sk, dtype)
         if method == "greedy":
             opt_sorted = _opt_greedy(sp, P, N, sn)
         else:
             opt_sorted = _opt_search(sp, P, N, sn, N)
-        opt_sorted = jnp.where(jnp.arange(1, n + 1) <= N, opt_sorted, 0)
-        opt = jnp.zeros((n,), jnp.int32).at[nperm].set(opt_sorted)
+        dest = jnp.where(jnp.arange(n) < N, src, n)
+        opt = jnp.zeros((n,), jnp.int32).at[dest].set(opt_sorted, mode="drop")
+        n_above = _counts_above(opt, neg_valid, kp)
 
-    ok = (P > 0) & (N > 0)
     opt = jnp.where(neg_valid & ok, opt, 0)
-    n_above = _counts_above(opt, opt > 0, kp)
+    n_above = jnp.where(ok, n_above, 0)
     loss, g_pos_sorted = _ap_outputs(sp, P, N, n_above, dtype)
-    g_pos = jnp.zeros((kp,), dtype).at[pperm].set(g_pos_sorted)
     coef = jnp.where(neg_valid, -2 * (P + 1 - opt).astype(dtype) / (Pf * Nf), 0)
-    coef = coef.at[pos_idx].add(jnp.where(pv, g_pos, 0))
+    pdest = jnp.where(jnp.arange(kp) < P, psrc, n)
+    coef = coef.at[pdest].add(g_pos_sorted, mode="drop")
     coef = jnp.where(ok, coef, 0)
     return jnp.where(ok, loss, 0).astype(dtype), coef, opt
 
 
 # ---------------------------------------------------------------------------
-# Algorithm 3: selective ranking with static capacity buckets.
+# Integer stages: layout (sorts, selection) and expansion; host or XLA.
 # ---------------------------------------------------------------------------
 
 
@@ -396,7 +604,244 @@ def _select_capacities(n):
     return [c for c in caps if c < n] + [n]
 
 
-def _select_opt(sp, P, N, scores, neg_valid):
+def _ap_layout(scores, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
+    """Sorted positives and sorted candidate negatives, as integer keys.
+
+    Args:
+        scores: ``[n]`` float scores.
+        pos_valid, neg_valid: ``[n]`` bool masks.
+        tkd: ``[n]`` int keys ``key(-tau_j)`` of the selection thresholds
+            (:func:`_select_opt`); any shape if ``len(caps) == 1``.
+        P_: ``[]`` int32 ``max(P, 1)``; N: ``[]`` int32 number of negatives.
+        kp: static capacity of the positives (the first ``kp`` positives in
+            input order are kept).
+        caps: static bucket capacities, the last ``n``; ``(n,)``: every valid
+            negative is a candidate (no selection).
+        kh: static ``min(kp - 1, n)``.
+
+    Returns:
+        ``psk [kp]`` (keys ``key(-s)`` of the positives, ascending = scores
+        descending, padding max), ``psrc [kp]`` int32 (their input positions),
+        ``m`` (``[]`` int32, number of candidate negatives), ``sk [n]`` (their
+        keys ascending, padding max) and ``src [n]`` int32 (their input
+        positions). Ties in input order; entries past the valid count are
+        undefined in ``psrc``/``src``. Integers only, the same on both paths.
+    """
+    ak = _sort_key(-scores)
+    host = functools.partial(_ap_layout_host, kp=kp, caps=caps, kh=kh)
+    xla = functools.partial(_ap_layout_xla, kp=kp, caps=caps, kh=kh)
+    return _dispatch(host, xla, scores.shape[-1], ak, pos_valid, neg_valid, tkd,
+                     P_.astype(jnp.int32), N.astype(jnp.int32))
+
+
+def _ap_layout_xla(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
+    """XLA path of :func:`_ap_layout` (one list)."""
+    n = ak.shape[0]
+    ity = ak.dtype
+    top = _key_max(ity)
+    imin = jnp.array(jnp.iinfo(ity).min, ity)
+    P = jnp.sum(pos_valid, dtype=jnp.int32)
+    (pidx,) = jnp.nonzero(pos_valid, size=kp, fill_value=0)
+    psk, pperm = _stable_sort_xla(jnp.where(jnp.arange(kp) < P, ak[pidx], top))
+    psrc = pidx[pperm].astype(jnp.int32)
+    dk = jnp.where(neg_valid, ak, top)
+    if len(caps) == 1:
+        sel = neg_valid
+    else:
+        # Ranks j >= P: largest possibly active J by binary search (the test is
+        # exact there). lo = P - 1 stands for "none".
+        def body(_, carry):
+            lo, hi = carry
+            mid = (lo + hi + 1) // 2
+            j = jnp.maximum(mid, 1)
+            ok = jnp.sum(dk <= tkd[j - 1], dtype=jnp.int32) >= j
+            return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid - 1)
+
+        lo0 = jnp.minimum(P_ - 1, N)
+        J, _ = lax.fori_loop(0, _num_bisections(n + 1), body, (lo0, N))
+        thr = jnp.where(J >= P_, tkd[jnp.maximum(J, 1) - 1], imin)
+        # Ranks j < P: delta_j is not unimodal there, so the first P - 1
+        # negatives (the h smallest keys) are always candidates. Once some
+        # J >= P is possibly active they are already within thr.
+        if kh > 0:
+            h = jnp.minimum(P_ - 1, N)
+
+            def hth(_):
+                return ~lax.top_k(~dk, kh)[0][jnp.clip(h - 1, 0, kh - 1)]
+
+            need = (J < P_) & (h > 0)
+            thr = jnp.maximum(thr, lax.cond(need, hth, lambda _: imin, None))
+        sel = dk <= thr
+    m = jnp.sum(sel, dtype=jnp.int32)
+
+    def compact(cap):
+        def run(_):
+            if cap >= n:  # every negative fits: sort in place, no compaction
+                sk, perm = _stable_sort_xla(jnp.where(sel, dk, top))
+                return sk, perm.astype(jnp.int32)
+            (idx,) = jnp.nonzero(sel, size=cap, fill_value=0)
+            sk, perm = _stable_sort_xla(jnp.where(jnp.arange(cap) < m, dk[idx], top))
+            return (jnp.concatenate([sk, jnp.full((n - cap,), top, ity)]),
+                    jnp.concatenate([idx[perm].astype(jnp.int32),
+                                     jnp.zeros((n - cap,), jnp.int32)]))
+
+        return run
+
+    if len(caps) == 1:
+        sk, src = compact(n)(None)
+    else:
+        bucket = jnp.searchsorted(jnp.asarray(caps), m)
+        sk, src = lax.switch(bucket, [compact(c) for c in caps], None)
+    return psk, psrc, m, sk, src
+
+
+def _ap_layout_rows(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
+    """Host path of :func:`_ap_layout` on NumPy rows ``[B, n]`` (the same integers).
+
+    The selection replays the XLA path's binary search step for step (its
+    counts are exact), then compacts and radix-sorts only the candidates.
+    """
+    B, n = ak.shape
+    top = np.iinfo(ak.dtype).max
+    imin = np.iinfo(ak.dtype).min
+    psk = np.full((B, kp), top, ak.dtype)
+    psrc = np.zeros((B, kp), np.int32)
+    m_out = np.empty((B,), np.int32)
+    sk = np.full((B, n), top, ak.dtype)
+    src = np.zeros((B, n), np.int32)
+    niter = _num_bisections(n + 1)
+    for b in range(B):
+        k = ak[b]
+        pidx = np.flatnonzero(pos_valid[b])[:kp]
+        perm = _np_argsort(k[pidx])
+        psk[b, : pidx.shape[0]] = k[pidx][perm]
+        psrc[b, : pidx.shape[0]] = pidx[perm]
+        neg = neg_valid[b]
+        if len(caps) == 1:
+            idx = np.flatnonzero(neg)
+        else:
+            d = np.where(neg, k, top)
+            t = tkd[b]
+            p_, nn = int(P_[b]), int(N[b])
+            lo, hi = min(p_ - 1, nn), nn
+            for _ in range(niter):
+                mid = (lo + hi + 1) // 2
+                j = max(mid, 1)
+                if np.count_nonzero(d <= t[j - 1]) >= j:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            thr = t[max(lo, 1) - 1] if lo >= p_ else imin
+            h = min(p_ - 1, nn)
+            if kh > 0 and lo < p_ and h > 0:
+                thr = max(thr, np.partition(d, h - 1)[h - 1])
+            idx = np.flatnonzero(d <= thr)
+        m = idx.shape[0]
+        keys = k[idx]
+        perm = _np_argsort(keys)
+        m_out[b] = m
+        sk[b, :m] = keys[perm]
+        src[b, :m] = idx[perm]
+    return psk, psrc, m_out, sk, src
+
+
+def _ap_layout_host(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
+    """Host path of :func:`_ap_layout` (``pure_callback``; any batch axes)."""
+    n = ak.shape[-1]
+    t_len = tkd.shape[-1]
+
+    def host(ak, pos_valid, neg_valid, tkd, P_, N):
+        batch = np.shape(ak)[:-1]
+        out = _ap_layout_rows(
+            np.asarray(ak).reshape(-1, n), np.asarray(pos_valid).reshape(-1, n),
+            np.asarray(neg_valid).reshape(-1, n), np.asarray(tkd).reshape(-1, t_len),
+            np.asarray(P_).reshape(-1), np.asarray(N).reshape(-1), kp=kp, caps=caps, kh=kh)
+        return tuple(x.reshape(batch + x.shape[1:]) for x in out)
+
+    shapes = (jax.ShapeDtypeStruct((kp,), ak.dtype), jax.ShapeDtypeStruct((kp,), jnp.int32),
+              jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((n,), ak.dtype),
+              jax.ShapeDtypeStruct((n,), jnp.int32))
+    return _host_call(host, shapes, ak, pos_valid, neg_valid, tkd, P_, N)
+
+
+def _ap_expand(J, opt_head, m, src, neg_valid, P, N, *, kp):
+    """Interleaving ranks in input order from the cuts of :func:`_tail_cuts`.
+
+    Args:
+        J: ``[kp]`` int32 cuts (``opt_j = 1 + #{a : J_a < j}`` for ``j >= P``).
+        opt_head: ``[kh]`` int32, ``opt_j`` of the rows ``j < P``.
+        m: ``[]`` int32 number of candidate rows; src: ``[n]`` int32 their
+            input positions (:func:`_ap_layout`).
+        neg_valid: ``[n]`` bool; P, N: ``[]`` int32.
+        kp: static.
+
+    Returns:
+        ``opt [n]`` int32 (``P + 1`` for valid negatives that are not
+        candidates, 0 for other items) and ``n_above [kp]`` int32
+        (:func:`_counts_above` of ``opt``). The same on both paths.
+    """
+    host = functools.partial(_ap_expand_host, kp=kp)
+    xla = functools.partial(_ap_expand_xla, kp=kp)
+    return _dispatch(host, xla, src.shape[-1], J, opt_head, m, src, neg_valid, P, N)
+
+
+def _ap_expand_xla(J, opt_head, m, src, neg_valid, P, N, *, kp):
+    """XLA path of :func:`_ap_expand` (one list)."""
+    n = src.shape[0]
+    kh = opt_head.shape[0]
+    j = jnp.arange(1, n + 1, dtype=jnp.int32)
+    o = _expand_cuts(J, n)
+    o = o.at[:kh].set(jnp.where(j[:kh] < P, opt_head, o[:kh]))
+    out = jnp.where(neg_valid, P + 1, 0).astype(jnp.int32)
+    out = out.at[jnp.where(j <= m, src, n)].set(o, mode="drop")
+    return out, _counts_above(out, neg_valid, kp)
+
+
+def _ap_expand_rows(J, opt_head, m, src, neg_valid, P, N, *, kp):
+    """Host path of :func:`_ap_expand` on NumPy rows ``[B, ...]``."""
+    B, n = src.shape
+    out = np.zeros((B, n), np.int32)
+    n_above = np.zeros((B, kp), np.int32)
+    for b in range(B):
+        mb, pb, nb = int(m[b]), int(P[b]), int(N[b])
+        o = 1 + np.cumsum(np.bincount(np.clip(J[b], 0, mb + 1), minlength=mb + 2))[:mb]
+        h = max(min(pb - 1, mb), 0)
+        o[:h] = opt_head[b, :h]
+        o = o.astype(np.int32)
+        ob = out[b]
+        ob[neg_valid[b]] = pb + 1
+        ob[src[b, :mb]] = o
+        hist = np.bincount(o, minlength=kp + 2)
+        hist[min(pb + 1, hist.shape[0] - 1)] += nb - mb  # the non-candidates
+        n_above[b] = np.cumsum(hist[: kp + 1])[1:]
+    return out, n_above
+
+
+def _ap_expand_host(J, opt_head, m, src, neg_valid, P, N, *, kp):
+    """Host path of :func:`_ap_expand` (``pure_callback``; any batch axes)."""
+    n = src.shape[-1]
+    kh = opt_head.shape[-1]
+
+    def host(J, opt_head, m, src, neg_valid, P, N):
+        batch = np.shape(src)[:-1]
+        B = int(np.prod(batch))
+        out, n_above = _ap_expand_rows(
+            np.asarray(J).reshape(B, kp), np.asarray(opt_head).reshape(B, kh),
+            np.asarray(m).reshape(B), np.asarray(src).reshape(B, n),
+            np.asarray(neg_valid).reshape(B, n), np.asarray(P).reshape(B),
+            np.asarray(N).reshape(B), kp=kp)
+        return out.reshape(batch + (n,)), n_above.reshape(batch + (kp,))
+
+    shapes = (jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((kp,), jnp.int32))
+    return _host_call(host, shapes, J, opt_head, m, src, neg_valid, P, N)
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 3: selective ranking with static capacity buckets.
+# ---------------------------------------------------------------------------
+
+
+def _select_opt(sp, P, N, m, sk, src, neg_valid, *, caps, kh):
     """Interleaving ranks of all negatives (input order) by selective ranking.
 
     Algorithm 3. Active negatives (``opt_j <= P``) form a prefix of the sorted
@@ -406,80 +851,45 @@ def _select_opt(sp, P, N, scores, neg_valid):
     ``s-_j >= tau_j`` iff ``#{s- >= tau_j} >= j``, the last active rank
     ``J >= P`` is found by a binary search over ranks whose steps are O(n)
     counts: no sort (step 2). Ranks ``j < P`` are not covered by that test,
-    so the top ``P - 1`` negatives (``lax.top_k``) are always candidates. The
-    candidates (a top set of the negatives) are compacted into the smallest
-    static bucket that holds them, sorted (O(|S| log |S|)) and ranked by
-    Algorithm 2; every other negative gets ``P + 1``. The largest bucket holds
-    all negatives (the exact fallback); inputs too small for a second bucket
-    go straight to it. ``tau`` is lowered by a small relative margin so that
-    rounding can only enlarge the candidate set.
+    so the top ``P - 1`` negatives are always candidates. ``tau`` is lowered
+    by a small relative margin so that rounding can only enlarge the
+    candidate set. That selection, the compaction of the candidates (a top
+    set of the negatives) and their sort are :func:`_ap_layout` (integer
+    keys; ``m`` candidates, sorted keys ``sk``, input positions ``src``).
+
+    Here the candidates are ranked in the smallest static bucket that holds
+    them: the rows ``j >= P`` by one binary search per positive
+    (:func:`_tail_cuts`, O(P log m)), the first ``P - 1`` rows by the exact
+    divide and conquer of :func:`_opt_head_monotone`; :func:`_ap_expand`
+    turns the cuts into ranks in input order (every other negative gets ``P +
+    1``). The largest bucket holds all negatives (the exact fallback); inputs
+    too small for a second bucket go straight to it.
+
+    Returns:
+        ``opt [n]`` int32 and ``n_above [kp]`` int32 (see :func:`_ap_expand`).
     """
-    n = scores.shape[0]
-    dtype = scores.dtype
-    caps = _select_capacities(n)
-    P_ = jnp.maximum(P, 1)
-    N_ = jnp.maximum(N, 1).astype(dtype)
-    s_last = sp[P_ - 1]
-    eps = 64 * jnp.finfo(dtype).eps
-    masked = jnp.where(neg_valid, scores, -jnp.inf)
-
-    def tau(j):
-        # In the float dtype: (j + P)(j + P - 1) overflows int32 for n >= 46342.
-        jP = (j + P_).astype(dtype)
-        f = P_.astype(dtype) / (jP * (jP - 1))
-        t = s_last - f * (N_ / 2)
-        return t - eps * (jnp.abs(s_last) + jnp.abs(t) + 1)
-
-    def active(j):  # j >= P: is the negative of rank j (possibly) active?
-        return jnp.sum(masked >= tau(j)) >= j
-
-    if len(caps) == 1:
-        # Small inputs have only the exact-fallback bucket: selecting would
-        # cost more than it saves, so every valid negative is a candidate.
-        sel_valid = neg_valid
-    else:
-        # Ranks j >= P: largest active J by binary search (the test is exact
-        # there). lo = P - 1 stands for "none".
-        def body(_, carry):
-            lo, hi = carry
-            mid = (lo + hi + 1) // 2
-            ok = active(jnp.maximum(mid, 1))
-            return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid - 1)
-
-        lo0 = jnp.minimum(P_ - 1, N).astype(jnp.int32)
-        J, _ = lax.fori_loop(0, _num_bisections(n + 1), body, (lo0, N.astype(jnp.int32)))
-        theta = jnp.where(J >= P_, tau(jnp.maximum(J, 1)), jnp.inf)
-        # Ranks j < P: delta_j is not unimodal there, so the first P - 1
-        # negatives are always candidates (their scores are the top P - 1).
-        kh = min(sp.shape[0] - 1, n)
-        if kh > 0:
-            top = lax.top_k(masked, kh)[0]
-            h = jnp.minimum(P_ - 1, N)
-            theta = jnp.minimum(theta, jnp.where(h > 0, top[jnp.clip(h - 1, 0, kh - 1)], jnp.inf))
-        sel_valid = neg_valid & (scores >= theta)
-    m = jnp.sum(sel_valid, dtype=jnp.int32)
-    bucket = jnp.searchsorted(jnp.asarray(caps), m)
+    dtype = sp.dtype
+    kp = sp.shape[0]
 
     def branch(cap):
         def run(_):
-            if cap >= n:  # every negative fits: sort in place, no compaction
-                idx = jnp.arange(n, dtype=jnp.int32)
-                sn, perm, _ = _sort_desc(scores, sel_valid)
-            else:
-                (idx,) = jnp.nonzero(sel_valid, size=cap, fill_value=0)
-                sn, perm, _ = _sort_desc(scores[idx], jnp.arange(cap) < m)
-            valid = jnp.arange(cap) < m
-            opt = _opt_search(sp, P, N, sn, m, head="monotone", tail="positive")
-            out = jnp.where(neg_valid, P + 1, 0).astype(jnp.int32)
-            # perm maps sorted position -> position in the compacted buffer.
-            dest = jnp.where(valid, idx[perm], n)
-            return out.at[dest].set(opt, mode="drop")
+            J = _tail_cuts(sp, P, N, lambda jj: _desc_scores(sk[jj - 1], dtype), cap, m)
+            num_head = min(kp - 1, cap)
+            oh = jnp.full((kh,), P + 1, jnp.int32)
+            if num_head > 0:
+                rows = jnp.minimum(P - 1, m)
+                head = _opt_head_monotone(sp, P, N, _desc_scores(sk[:num_head], dtype), rows)
+                oh = oh.at[:num_head].set(head)
+            return J, oh
 
         return run
 
     if len(caps) == 1:  # small inputs: a conditional costs more than it saves
-        return branch(caps[0])(None)
-    return lax.switch(bucket, [branch(c) for c in caps], None)
+        J, oh = branch(caps[0])(None)
+    else:
+        bucket = jnp.searchsorted(jnp.asarray(caps), m)
+        J, oh = lax.switch(bucket, [branch(c) for c in caps], None)
+    return _ap_expand(J, oh, m, src, neg_valid, P, N, kp=kp)
 
 
 # ---------------------------------------------------------------------------
@@ -528,6 +938,11 @@ def ap_oracle(scores, positive, where, *, kp, method="select"):
     Returns:
         :class:`Violation` (``aux`` = interleaving ranks ``[n]`` int32). A
         list without a positive or without a negative gives zeros.
+
+    On CPU, for ``n >= 2048``, the sorting and selection run as NumPy host
+    kernels (a JAX callback; the float work stays in XLA), with results
+    bitwise equal to the pure-XLA path that GPU/TPU run. ``vmap`` batches
+    the host kernels into one callback per call.
 
     References:
         Yue et al., SIGIR 2007 (Algorithm 1); Mohapatra, Jawahar, Kumar,

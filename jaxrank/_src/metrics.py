@@ -144,10 +144,27 @@ def _out_dtype(scores):
 def _sort_key(scores):
     """Signed-integer key with ``key(a) < key(b)`` iff ``a < b`` (exact ties).
 
-    Floats: IEEE bit pattern, negatives mirrored (``-0.0`` first mapped to
-    ``+0.0``); half precision is widened to float32 first. Integers: the value
-    itself (unsigned 32/64-bit shifted by ``2^(bits-1)``). NaN gets some key;
-    a list with a valid NaN is reported as NaN anyway.
+    The one order-preserving key of the package (the metrics here and the
+    sorts of loss-augmented inference, :mod:`jaxrank._src.inference` and
+    :mod:`jaxrank._src.aucsvm`, use it, so every sort is an integer sort).
+
+    Args:
+        scores: ``[...]`` array of any real dtype or bool.
+
+    Returns:
+        ``[...]`` int32 key (int64 for float64 and 64-bit integers; float16
+        and bfloat16 are widened to float32 first; bool -> 0/1).
+
+    Floats: the IEEE-754 bit pattern, the bits of negative numbers mirrored
+    (``bits ^ INT_MAX``), so that integer order is numeric order for every
+    non-NaN value, ``-inf`` and subnormals included (computed with integer
+    operations only, so subnormals keep their order although XLA's float
+    comparisons flush them to zero); ``-0.0`` is mapped to ``+0.0``'s key,
+    so the two zeros tie. Every NaN (either sign, any payload)
+    gets one key, that of the canonical quiet NaN ``+0x7FC00000`` (float64
+    ``+0x7FF8000000000000``): above ``+inf`` and below the largest integer
+    (which callers use as a sentinel for masked entries). Integers: the value
+    itself (unsigned 32/64-bit shifted by ``2^(bits-1)``).
     """
     dt = scores.dtype
     if dt == jnp.bool_:
@@ -163,10 +180,17 @@ def _sort_key(scores):
         return lax.bitcast_convert_type(scores, ity) ^ flip
     if jnp.finfo(dt).bits < 32:
         scores = scores.astype(jnp.float32)
-    ity = jnp.int64 if scores.dtype == jnp.float64 else jnp.int32
-    scores = jnp.where(scores == 0, jnp.zeros_like(scores), scores)  # -0 -> +0
+    f64 = scores.dtype == jnp.float64
+    ity = jnp.int64 if f64 else jnp.int32
+    top = jnp.array(jnp.iinfo(ity).max, ity)
+    inf_bits = jnp.array(0x7FF0000000000000 if f64 else 0x7F800000, ity)
+    nan_key = jnp.array(0x7FF8000000000000 if f64 else 0x7FC00000, ity)
+    # Integer operations only: XLA's float compares flush subnormals to zero.
     bits = lax.bitcast_convert_type(scores, ity)
-    return jnp.where(bits < 0, bits ^ jnp.array(jnp.iinfo(ity).max, ity), bits)
+    mag = bits & top
+    key = jnp.where(bits < 0, bits ^ top, bits)
+    key = jnp.where(mag == 0, jnp.zeros_like(key), key)  # -0 -> +0
+    return jnp.where(mag > inf_bits, nan_key, key)
 
 
 def _pairwise_sum(x):
