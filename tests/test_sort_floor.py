@@ -93,6 +93,17 @@ def test_host_and_xla_argsort_are_numpy_stable_argsort(n):
     np.testing.assert_array_equal(np.asarray(sk), k[ref])
 
 
+def test_host_kth_smallest_is_exact():
+    rng = np.random.default_rng(5)
+    for n in (10, 9000, 50000):
+        for k in (1, 7, 999, n // 20, n // 3, n):
+            if not 1 <= k <= n:
+                continue
+            d = rng.integers(-40, 40, n).astype(np.int32)  # ties
+            d[: n // 2] = np.sort(d[: n // 2])[::-1]  # a biased strided sample
+            assert inf._np_kth_smallest(d, k) == np.sort(d)[k - 1]
+
+
 # ---------------------------------------------------------------------------
 # Host path vs XLA path, bitwise.
 # ---------------------------------------------------------------------------
