@@ -782,7 +782,8 @@ def main(argv=None):
     print()
     for c in checks:
         if c["bitwise"]:
-            res = ", ".join(f"{k}: {'equal' if v else 'DIFFERENT'}" for k, v in c["bitwise"].items())
+            res = ", ".join(f"{k}: {'equal' if v else 'DIFFERENT'}"
+                            for k, v in c["bitwise"].items())
             print(f"- {c['size']} {c['regime']}: {res}")
     if args.design:
         print()

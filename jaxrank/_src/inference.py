@@ -103,13 +103,19 @@ _HOST_MIN_LEN = 2048
 # over the rows in NumPy); measured against "sequential" in the bench notes.
 _VMAP_METHOD = "broadcast_all"
 _RADIX_MIN_LEN = 256
-# The callback API of the host kernels: "buffer" (jax.experimental.buffer_callback,
-# zero-copy inputs) when available, else "pure" (jax.pure_callback).
+# The callback API of the host kernels: "pure" (jax.pure_callback, the
+# default) or "buffer" (jax.experimental.buffer_callback: XLA's buffers read
+# and written in place, 1.1-1.4x faster end to end at 10^5-10^6 entries in
+# bench/inference.py --design). "buffer" is opt-in: the API is experimental,
+# and two long test processes that used it (one of them CI on a merge of this
+# branch) crashed with a segmentation fault inside JAX's persistent
+# compilation cache; the cause is not established (not reproduced in short
+# runs).
 try:
     from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
 except ImportError:  # pragma: no cover - older JAX
     _buffer_callback = None
-_CALLBACK = "buffer" if _buffer_callback is not None else "pure"
+_CALLBACK = "pure"
 
 
 @contextlib.contextmanager
@@ -137,7 +143,9 @@ def _sort_path(path):
 
 
 def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
-    """``host_fn(*args)`` on CPU (``length >= min_len``, default ``_HOST_MIN_LEN``), else ``xla_fn``.
+    """``host_fn(*args)`` on CPU for ``length >= min_len``, else ``xla_fn(*args)``.
+
+    ``min_len`` defaults to ``_HOST_MIN_LEN``.
 
     The choice is static (trace time) except for the platform, which
     ``lax.platform_dependent`` resolves when the program is lowered. 64-bit
@@ -221,16 +229,17 @@ def _host_call(host, out_shapes, *args):
 
     ``host`` fills every entry of ``outs`` (writable arrays of the shapes
     ``out_shapes``, with the leading batch axes of the arguments under
-    ``vmap``). ``jax.experimental.buffer_callback`` when this JAX has it: the
-    kernel reads XLA's input buffers and writes its output buffers in place,
-    where ``jax.pure_callback`` copies every input to a new ``jax.Array`` and
-    every result back (measured: 0.07 vs 0.45 ms per call at 10^5 entries,
-    1.4 vs 3.7 ms at 10^6; ``bench/inference.py --design``). Otherwise, or
-    with ``_CALLBACK = "pure"``, ``jax.pure_callback``. Both are pure for JAX
+    ``vmap``). ``jax.pure_callback`` by default; with ``_CALLBACK =
+    "buffer"`` (and a JAX that has it) ``jax.experimental.buffer_callback``,
+    whose kernel reads XLA's input buffers and writes its output buffers in
+    place, where ``jax.pure_callback`` copies every input to a new
+    ``jax.Array`` and every result back (an identity kernel: 0.07 vs 0.45 ms
+    per call at 10^5 entries, 1.4 vs 3.7 ms at 10^6). Both are pure for JAX
     (no side effects) and batch with ``vmap_method=_VMAP_METHOD``.
     """
     out_shapes = tuple(out_shapes)
     if _CALLBACK == "buffer" and _buffer_callback is not None:
+
         def run(ctx, out, *bufs):
             host([np.asarray(o) for o in out], *(np.asarray(b) for b in bufs))
 
@@ -402,28 +411,17 @@ def _expand_cuts(J, m):
     return (1 + below[:m]).astype(jnp.int32)
 
 
-def _opt_tail_by_positive(sp, P, N, sn, num_valid):
-    """``opt_j`` for the rows ``j >= P`` by one binary search per positive.
-
-    :func:`_tail_cuts` then :func:`_expand_cuts`; rows ``j < P`` are left to
-    the caller.
-    """
-    m = sn.shape[0]
-    return _expand_cuts(_tail_cuts(sp, P, N, lambda jj: sn[jj - 1], m, num_valid), m)
-
-
-def _opt_search(sp, P, N, sn, num_valid, head="scan", tail="negative"):
+def _opt_search(sp, P, N, sn, num_valid):
     """Algorithm 2 for every row: binary search on the unimodal part.
 
     Rows past ``num_valid`` (dynamic) are padding and are ignored.
     For ``j >= P`` delta_j is unimodal on ``{1..P+1}``, so ``opt_j`` is the
     first ``k`` with ``t_k(j) >= 0`` (or ``P+1``): a batched binary search,
     O(log P) per negative. The ``min(P-1, m)`` rows with ``j < P`` also need
-    the linear scan over ``i > j`` (eqs. (7)-(9)), done on dense rows
-    (``head="scan"``), or the exact divide and conquer of
-    :func:`_opt_head_monotone` (``head="monotone"``). ``tail="positive"``
-    replaces the per-negative binary search of the rows ``j >= P`` by the
-    equivalent per-positive one of :func:`_opt_tail_by_positive`.
+    the linear scan over ``i > j`` (eqs. (7)-(9)), done on dense rows.
+    (Selective ranking, :func:`_select_opt`, uses the per-positive search of
+    :func:`_tail_cuts` and the divide and conquer of
+    :func:`_opt_head_monotone` instead.)
     """
     m = sn.shape[0]
     kp = sp.shape[0]
@@ -438,21 +436,13 @@ def _opt_search(sp, P, N, sn, num_valid, head="scan", tail="negative"):
         return (k >= P + 1) | (t >= 0)
 
     # j >= P: eq. (7) over the whole domain.
-    if tail == "positive":
-        opt_tail = _opt_tail_by_positive(sp, P, N, sn, num_valid)
-    else:
-        hi = jnp.broadcast_to(P + 1, j.shape).astype(jnp.int32)
-        opt_tail = _first_true(lambda k: pred(j, sn, k), jnp.ones_like(j), hi, niter)
+    hi = jnp.broadcast_to(P + 1, j.shape).astype(jnp.int32)
+    opt_tail = _first_true(lambda k: pred(j, sn, k), jnp.ones_like(j), hi, niter)
 
     # j < P: i1 by binary search on {1..j}, i2 by linear scan on {j+1..P+1}.
     num_head = min(kp - 1, m)
     if num_head <= 0:
         return opt_tail
-    if head == "monotone":
-        rows = jnp.minimum(P - 1, num_valid)
-        opt_head = _opt_head_monotone(sp, P, N, sn[:num_head], rows)
-        opt_head = jnp.where(j[:num_head] < P, opt_head, opt_tail[:num_head])
-        return opt_tail.at[:num_head].set(opt_head)
 
     def block(jb, snb):
         delta, _ = _delta_rows(sp, P, N, jb, snb)
@@ -834,7 +824,10 @@ def _ap_expand_xla(J, opt_head, m, src, neg_valid, P, N, *, kp):
 
 
 def _ap_expand_rows(outs, J, opt_head, m, src, neg_valid, P, N, *, kp):
-    """Host path of :func:`_ap_expand` on NumPy rows; fills ``outs = (opt [B, n], n_above [B, kp])``."""
+    """Host path of :func:`_ap_expand` on NumPy rows.
+
+    Fills ``outs = (opt [B, n], n_above [B, kp])``.
+    """
     out, n_above = outs
     for b in range(src.shape[0]):
         mb, pb, nb = int(m[b]), int(P[b]), int(N[b])
