@@ -31,6 +31,7 @@ from jaxrank._src.base import StructuredSVM
 from jaxrank._src.inference import (
     _dispatch,
     _host_call,
+    _out_view,
     _layout,
     _masked_scores,
     _nan_if_nan_scores,
@@ -129,8 +130,8 @@ def _np_searchsorted(table, queries, side):
     return out
 
 
-def _auc_counts_rows(key, qm, qp, pos, neg):
-    """Host path of :func:`_auc_counts` on NumPy rows ``[B, n]``.
+def _auc_counts_rows(outs, key, qm, qp, pos, neg):
+    """Host path of :func:`_auc_counts` on NumPy rows ``[B, n]``; fills ``outs = (c, d)``.
 
     Only negatives that can be swapped with some positive are sorted: ``d_j >
     0`` needs ``qp_j > min key_pos``, and a negative counts in some ``c_i``
@@ -138,10 +139,10 @@ def _auc_counts_rows(key, qm, qp, pos, neg):
     that no ``c_i`` counts. So the trained regime (few swapped pairs) costs
     O(n) plus a small sort.
     """
-    B, n = key.shape
-    c = np.zeros((B, n), np.int32)
-    d = np.zeros((B, n), np.int32)
-    for b in range(B):
+    c, d = outs
+    c[...] = 0
+    d[...] = 0
+    for b in range(key.shape[0]):
         pi, ni = np.flatnonzero(pos[b]), np.flatnonzero(neg[b])
         if pi.shape[0] == 0 or ni.shape[0] == 0:
             continue
@@ -158,17 +159,15 @@ def _auc_counts_rows(key, qm, qp, pos, neg):
         # In key order, s + 1/2 is non-decreasing: sorted queries.
         d[b, src] = np.searchsorted(sp, qpb[src], side="left")
         c[b, pi] = ai.shape[0] - _np_searchsorted(ska, qm_pos, "right")
-    return c, d
 
 
 def _auc_counts_host(key, qm, qp, pos, neg):
-    """Host path of :func:`_auc_counts` (``pure_callback``; any batch axes)."""
+    """Host path of :func:`_auc_counts` (a host callback; any batch axes)."""
     n = key.shape[-1]
 
-    def host(*args):
-        shape = np.shape(args[0])
-        c, d = _auc_counts_rows(*(np.asarray(a).reshape(-1, n) for a in args))
-        return c.reshape(shape), d.reshape(shape)
+    def host(outs, *args):
+        B = int(np.prod(args[0].shape[:-1]))
+        _auc_counts_rows([_out_view(o, (B, n)) for o in outs], *(a.reshape(B, n) for a in args))
 
     shapes = (jax.ShapeDtypeStruct(key.shape, jnp.int32),) * 2
     return _host_call(host, shapes, key, qm, qp, pos, neg)

@@ -103,13 +103,19 @@ _HOST_MIN_LEN = 2048
 # over the rows in NumPy); measured against "sequential" in the bench notes.
 _VMAP_METHOD = "broadcast_all"
 _RADIX_MIN_LEN = 256
-# The callback API of the host kernels: "buffer" (jax.experimental.buffer_callback,
-# zero-copy inputs) when available, else "pure" (jax.pure_callback).
+# The callback API of the host kernels: "pure" (jax.pure_callback, the
+# default) or "buffer" (jax.experimental.buffer_callback: XLA's buffers read
+# and written in place, 1.1-1.4x faster end to end at 10^5-10^6 entries in
+# bench/inference.py --design). "buffer" is opt-in: the API is experimental,
+# and two long test processes that used it (one of them CI on a merge of this
+# branch) crashed with a segmentation fault inside JAX's persistent
+# compilation cache; the cause is not established (not reproduced in short
+# runs).
 try:
     from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
 except ImportError:  # pragma: no cover - older JAX
     _buffer_callback = None
-_CALLBACK = "buffer" if _buffer_callback is not None else "pure"
+_CALLBACK = "pure"
 
 
 @contextlib.contextmanager
@@ -137,7 +143,9 @@ def _sort_path(path):
 
 
 def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
-    """``host_fn(*args)`` on CPU (``length >= min_len``, default ``_HOST_MIN_LEN``), else ``xla_fn``.
+    """``host_fn(*args)`` on CPU for ``length >= min_len``, else ``xla_fn(*args)``.
+
+    ``min_len`` defaults to ``_HOST_MIN_LEN``.
 
     The choice is static (trace time) except for the platform, which
     ``lax.platform_dependent`` resolves when the program is lowered. 64-bit
@@ -197,25 +205,61 @@ def _np_argsort(keys):
     return np.argsort(keys, kind="stable")
 
 
-def _host_call(host, out_shapes, *args):
-    """Run the NumPy function ``host(*arrays) -> tuple of arrays`` as a host callback.
+def _np_kth_smallest(d, k):
+    """The ``k``-th smallest entry (1-based) of a 1-D NumPy array, exactly.
 
-    ``jax.experimental.buffer_callback`` when this JAX has it: the kernel reads
-    XLA's input buffers in place and its results are written into the output
-    buffers, where ``jax.pure_callback`` copies every input to a new
-    ``jax.Array`` first (measured: 0.45 vs 0.07 ms per call at 10^5 entries,
-    3.7 vs 1.4 ms at 10^6; bench/results/inference.md). Otherwise, or with
-    ``_CALLBACK = "pure"``, ``jax.pure_callback``. Both are pure for JAX
+    For ``k << n``: an upper bound ``q`` from a strided sample, checked by one
+    count (``#{d <= q} >= k``), then ``np.partition`` of the few entries
+    ``<= q`` only; otherwise (or if the check fails) ``np.partition`` of all.
+    """
+    n = d.shape[0]
+    if n >= 8192 and 16 * k <= n:
+        step = 8
+        sample = d[::step]
+        r = min(sample.shape[0] - 1, 2 * (k * sample.shape[0]) // n + 8)
+        q = np.partition(sample, r)[r]
+        sub = d[d <= q]
+        if sub.shape[0] >= k:
+            return np.partition(sub, k - 1)[k - 1]
+    return np.partition(d, k - 1)[k - 1]
+
+
+def _host_call(host, out_shapes, *args):
+    """Run the NumPy kernel ``host(outs, *arrays)`` as a host callback.
+
+    ``host`` fills every entry of ``outs`` (writable arrays of the shapes
+    ``out_shapes``, with the leading batch axes of the arguments under
+    ``vmap``). ``jax.pure_callback`` by default; with ``_CALLBACK =
+    "buffer"`` (and a JAX that has it) ``jax.experimental.buffer_callback``,
+    whose kernel reads XLA's input buffers and writes its output buffers in
+    place, where ``jax.pure_callback`` copies every input to a new
+    ``jax.Array`` and every result back (an identity kernel: 0.07 vs 0.45 ms
+    per call at 10^5 entries, 1.4 vs 3.7 ms at 10^6). Both are pure for JAX
     (no side effects) and batch with ``vmap_method=_VMAP_METHOD``.
     """
+    out_shapes = tuple(out_shapes)
     if _CALLBACK == "buffer" and _buffer_callback is not None:
-        def run(ctx, out, *bufs):
-            res = host(*(np.asarray(b) for b in bufs))
-            for o, r in zip(out, res):
-                np.asarray(o)[...] = r
 
-        return tuple(_buffer_callback(run, tuple(out_shapes), vmap_method=_VMAP_METHOD)(*args))
-    return jax.pure_callback(host, out_shapes, *args, vmap_method=_VMAP_METHOD)
+        def run(ctx, out, *bufs):
+            host([np.asarray(o) for o in out], *(np.asarray(b) for b in bufs))
+
+        return tuple(_buffer_callback(run, out_shapes, vmap_method=_VMAP_METHOD)(*args))
+    nd0 = np.ndim(args[0])
+
+    def pure(*arrays):
+        batch = np.shape(arrays[0])[: np.ndim(arrays[0]) - nd0]
+        outs = [np.empty(batch + o.shape, o.dtype) for o in out_shapes]
+        host(outs, *(np.asarray(a) for a in arrays))
+        return tuple(outs)
+
+    return jax.pure_callback(pure, out_shapes, *args, vmap_method=_VMAP_METHOD)
+
+
+def _out_view(a, shape):
+    """``a`` reshaped without a copy (raises rather than silently copying an output)."""
+    v = a.view()
+    v.shape = shape
+    return v
 
 
 def _stable_sort_xla(keys):
@@ -367,28 +411,17 @@ def _expand_cuts(J, m):
     return (1 + below[:m]).astype(jnp.int32)
 
 
-def _opt_tail_by_positive(sp, P, N, sn, num_valid):
-    """``opt_j`` for the rows ``j >= P`` by one binary search per positive.
-
-    :func:`_tail_cuts` then :func:`_expand_cuts`; rows ``j < P`` are left to
-    the caller.
-    """
-    m = sn.shape[0]
-    return _expand_cuts(_tail_cuts(sp, P, N, lambda jj: sn[jj - 1], m, num_valid), m)
-
-
-def _opt_search(sp, P, N, sn, num_valid, head="scan", tail="negative"):
+def _opt_search(sp, P, N, sn, num_valid):
     """Algorithm 2 for every row: binary search on the unimodal part.
 
     Rows past ``num_valid`` (dynamic) are padding and are ignored.
     For ``j >= P`` delta_j is unimodal on ``{1..P+1}``, so ``opt_j`` is the
     first ``k`` with ``t_k(j) >= 0`` (or ``P+1``): a batched binary search,
     O(log P) per negative. The ``min(P-1, m)`` rows with ``j < P`` also need
-    the linear scan over ``i > j`` (eqs. (7)-(9)), done on dense rows
-    (``head="scan"``), or the exact divide and conquer of
-    :func:`_opt_head_monotone` (``head="monotone"``). ``tail="positive"``
-    replaces the per-negative binary search of the rows ``j >= P`` by the
-    equivalent per-positive one of :func:`_opt_tail_by_positive`.
+    the linear scan over ``i > j`` (eqs. (7)-(9)), done on dense rows.
+    (Selective ranking, :func:`_select_opt`, uses the per-positive search of
+    :func:`_tail_cuts` and the divide and conquer of
+    :func:`_opt_head_monotone` instead.)
     """
     m = sn.shape[0]
     kp = sp.shape[0]
@@ -403,21 +436,13 @@ def _opt_search(sp, P, N, sn, num_valid, head="scan", tail="negative"):
         return (k >= P + 1) | (t >= 0)
 
     # j >= P: eq. (7) over the whole domain.
-    if tail == "positive":
-        opt_tail = _opt_tail_by_positive(sp, P, N, sn, num_valid)
-    else:
-        hi = jnp.broadcast_to(P + 1, j.shape).astype(jnp.int32)
-        opt_tail = _first_true(lambda k: pred(j, sn, k), jnp.ones_like(j), hi, niter)
+    hi = jnp.broadcast_to(P + 1, j.shape).astype(jnp.int32)
+    opt_tail = _first_true(lambda k: pred(j, sn, k), jnp.ones_like(j), hi, niter)
 
     # j < P: i1 by binary search on {1..j}, i2 by linear scan on {j+1..P+1}.
     num_head = min(kp - 1, m)
     if num_head <= 0:
         return opt_tail
-    if head == "monotone":
-        rows = jnp.minimum(P - 1, num_valid)
-        opt_head = _opt_head_monotone(sp, P, N, sn[:num_head], rows)
-        opt_head = jnp.where(j[:num_head] < P, opt_head, opt_tail[:num_head])
-        return opt_tail.at[:num_head].set(opt_head)
 
     def block(jb, snb):
         delta, _ = _delta_rows(sp, P, N, jb, snb)
@@ -695,27 +720,27 @@ def _ap_layout_xla(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
     return psk, psrc, m, sk, src
 
 
-def _ap_layout_rows(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
+def _ap_layout_rows(outs, ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
     """Host path of :func:`_ap_layout` on NumPy rows ``[B, n]`` (the same integers).
 
+    Fills ``outs = (psk [B, kp], psrc [B, kp], m [B], sk [B, n], src [B, n])``.
     The selection replays the XLA path's binary search step for step (its
     counts are exact), then compacts and radix-sorts only the candidates.
     """
+    psk, psrc, m_out, sk, src = outs
     B, n = ak.shape
     top = np.iinfo(ak.dtype).max
     imin = np.iinfo(ak.dtype).min
-    psk = np.full((B, kp), top, ak.dtype)
-    psrc = np.zeros((B, kp), np.int32)
-    m_out = np.empty((B,), np.int32)
-    sk = np.full((B, n), top, ak.dtype)
-    src = np.zeros((B, n), np.int32)
     niter = _num_bisections(n + 1)
     for b in range(B):
         k = ak[b]
         pidx = np.flatnonzero(pos_valid[b])[:kp]
         perm = _np_argsort(k[pidx])
-        psk[b, : pidx.shape[0]] = k[pidx][perm]
-        psrc[b, : pidx.shape[0]] = pidx[perm]
+        np_ = pidx.shape[0]
+        psk[b, :np_] = k[pidx][perm]
+        psk[b, np_:] = top
+        psrc[b, :np_] = pidx[perm]
+        psrc[b, np_:] = 0
         neg = neg_valid[b]
         if len(caps) == 1:
             idx = np.flatnonzero(neg)
@@ -724,7 +749,7 @@ def _ap_layout_rows(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
             t = tkd[b]
             p_, nn = int(P_[b]), int(N[b])
             lo, hi = min(p_ - 1, nn), nn
-            for _ in range(niter):
+            for _ in range(niter):  # the XLA path's binary search, step for step
                 mid = (lo + hi + 1) // 2
                 j = max(mid, 1)
                 if np.count_nonzero(d <= t[j - 1]) >= j:
@@ -734,29 +759,30 @@ def _ap_layout_rows(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
             thr = t[max(lo, 1) - 1] if lo >= p_ else imin
             h = min(p_ - 1, nn)
             if kh > 0 and lo < p_ and h > 0:
-                thr = max(thr, np.partition(d, h - 1)[h - 1])
+                thr = max(thr, _np_kth_smallest(d, h))
             idx = np.flatnonzero(d <= thr)
         m = idx.shape[0]
         keys = k[idx]
         perm = _np_argsort(keys)
         m_out[b] = m
-        sk[b, :m] = keys[perm]
-        src[b, :m] = idx[perm]
-    return psk, psrc, m_out, sk, src
+        np.take(keys, perm, out=sk[b, :m])
+        sk[b, m:] = top
+        np.take(idx, perm, out=src[b, :m])
+        src[b, m:] = 0
 
 
 def _ap_layout_host(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
-    """Host path of :func:`_ap_layout` (``pure_callback``; any batch axes)."""
+    """Host path of :func:`_ap_layout` (a host callback; any batch axes)."""
     n = ak.shape[-1]
     t_len = tkd.shape[-1]
 
-    def host(ak, pos_valid, neg_valid, tkd, P_, N):
-        batch = np.shape(ak)[:-1]
-        out = _ap_layout_rows(
-            np.asarray(ak).reshape(-1, n), np.asarray(pos_valid).reshape(-1, n),
-            np.asarray(neg_valid).reshape(-1, n), np.asarray(tkd).reshape(-1, t_len),
-            np.asarray(P_).reshape(-1), np.asarray(N).reshape(-1), kp=kp, caps=caps, kh=kh)
-        return tuple(x.reshape(batch + x.shape[1:]) for x in out)
+    def host(outs, ak, pos_valid, neg_valid, tkd, P_, N):
+        batch = ak.shape[:-1]
+        B = int(np.prod(batch))
+        outs = [_out_view(o, (B,) + o.shape[len(batch):]) for o in outs]
+        _ap_layout_rows(outs, ak.reshape(B, n), pos_valid.reshape(B, n),
+                        neg_valid.reshape(B, n), tkd.reshape(B, t_len), P_.reshape(B),
+                        N.reshape(B), kp=kp, caps=caps, kh=kh)
 
     shapes = (jax.ShapeDtypeStruct((kp,), ak.dtype), jax.ShapeDtypeStruct((kp,), jnp.int32),
               jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((n,), ak.dtype),
@@ -797,40 +823,38 @@ def _ap_expand_xla(J, opt_head, m, src, neg_valid, P, N, *, kp):
     return out, _counts_above(out, neg_valid, kp)
 
 
-def _ap_expand_rows(J, opt_head, m, src, neg_valid, P, N, *, kp):
-    """Host path of :func:`_ap_expand` on NumPy rows ``[B, ...]``."""
-    B, n = src.shape
-    out = np.zeros((B, n), np.int32)
-    n_above = np.zeros((B, kp), np.int32)
-    for b in range(B):
+def _ap_expand_rows(outs, J, opt_head, m, src, neg_valid, P, N, *, kp):
+    """Host path of :func:`_ap_expand` on NumPy rows.
+
+    Fills ``outs = (opt [B, n], n_above [B, kp])``.
+    """
+    out, n_above = outs
+    for b in range(src.shape[0]):
         mb, pb, nb = int(m[b]), int(P[b]), int(N[b])
-        o = 1 + np.cumsum(np.bincount(np.clip(J[b], 0, mb + 1), minlength=mb + 2))[:mb]
+        o = np.cumsum(np.bincount(np.clip(J[b], 0, mb + 1), minlength=mb + 2)[:mb])
+        o += 1
         h = max(min(pb - 1, mb), 0)
         o[:h] = opt_head[b, :h]
-        o = o.astype(np.int32)
         ob = out[b]
-        ob[neg_valid[b]] = pb + 1
+        np.multiply(neg_valid[b], pb + 1, out=ob, casting="unsafe")
         ob[src[b, :mb]] = o
         hist = np.bincount(o, minlength=kp + 2)
         hist[min(pb + 1, hist.shape[0] - 1)] += nb - mb  # the non-candidates
         n_above[b] = np.cumsum(hist[: kp + 1])[1:]
-    return out, n_above
 
 
 def _ap_expand_host(J, opt_head, m, src, neg_valid, P, N, *, kp):
-    """Host path of :func:`_ap_expand` (``pure_callback``; any batch axes)."""
+    """Host path of :func:`_ap_expand` (a host callback; any batch axes)."""
     n = src.shape[-1]
     kh = opt_head.shape[-1]
 
-    def host(J, opt_head, m, src, neg_valid, P, N):
-        batch = np.shape(src)[:-1]
+    def host(outs, J, opt_head, m, src, neg_valid, P, N):
+        batch = src.shape[:-1]
         B = int(np.prod(batch))
-        out, n_above = _ap_expand_rows(
-            np.asarray(J).reshape(B, kp), np.asarray(opt_head).reshape(B, kh),
-            np.asarray(m).reshape(B), np.asarray(src).reshape(B, n),
-            np.asarray(neg_valid).reshape(B, n), np.asarray(P).reshape(B),
-            np.asarray(N).reshape(B), kp=kp)
-        return out.reshape(batch + (n,)), n_above.reshape(batch + (kp,))
+        outs = [_out_view(o, (B,) + o.shape[len(batch):]) for o in outs]
+        _ap_expand_rows(outs, J.reshape(B, kp), opt_head.reshape(B, kh), m.reshape(B),
+                        src.reshape(B, n), neg_valid.reshape(B, n), P.reshape(B),
+                        N.reshape(B), kp=kp)
 
     shapes = (jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((kp,), jnp.int32))
     return _host_call(host, shapes, J, opt_head, m, src, neg_valid, P, N)
