@@ -28,6 +28,30 @@ sys.path.insert(0, str(HERE))  # for `import reference`
 SHARED_DATA = HERE.parents[1] / "shared" / "data"
 
 
+def _memory_maps():
+    """Number of memory mappings of this process (Linux), else 0."""
+    try:
+        with open("/proc/self/maps", "rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
+
+
+# Each program XLA compiles for the CPU keeps about 30 memory mappings while
+# JAX's in-memory caches hold it, and a test worker compiles thousands: past
+# the kernel's limit (vm.max_map_count, 65530 by default) the next compilation
+# aborts the process ("Fatal Python error: Aborted" in backend_compile_and_load,
+# seen in CI). Drop the compiled programs when a worker gets near the limit.
+_MAX_MAPS = 30000
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs():
+    yield
+    if _memory_maps() > _MAX_MAPS:
+        jax.clear_caches()
+
+
 @pytest.fixture
 def x64():
     """Run a test in float64 (reference comparisons)."""
