@@ -53,8 +53,8 @@ active (the trained rows); the same for the ROC-area oracle
 (``jaxrank.inference.auc_oracle``, rows ``auc``). On CPU the integer stages
 of both oracles run as NumPy host kernels; the rows ``select [XLA sort
 path]`` and ``auc [XLA sort path]`` force the pure-XLA path (what GPU/TPU
-run) with the private switch ``jaxrank._src.inference._sort_path("xla")``
-(there is no public name for it), so the two paths are timed side by side;
+run) with ``jaxrank.inference.sort_path("xla")``, so the two paths are timed
+side by side;
 their results must be bitwise equal (checked, "host == XLA" below).
 
 ``--design`` adds the measurements behind the defaults of the host path:
@@ -92,7 +92,7 @@ import jax
 import jax.numpy as jnp
 from reference import literal_algorithm1, outputs_from_interleaving
 
-from jaxrank._src import inference as _inference  # private: _sort_path, --design
+from jaxrank._src import inference as _inference  # private: --design switches
 from jaxrank.inference import ap_most_violated, ap_oracle, auc_oracle
 from jaxrank.models import APModel, ItemProblem
 
@@ -204,7 +204,7 @@ def run_cell(P, N, regime, args):
     entries["auc"] = (c, (scores, positive, where), True)
     info["auc"] = {"compile_s": comp}
     if args.xla_path:
-        with _inference._sort_path("xla"):
+        with jaxrank.inference.sort_path("xla"):
             kern = functools.partial(ap_oracle, kp=P, method="select")
             c, comp = aot(kern, scores, positive, where)
             entries["select [XLA sort path]"] = (c, (scores, positive, where), True)
@@ -467,7 +467,7 @@ def _compiled(fn, args, path, **private):
     for k, v in private.items():
         setattr(_inference, k, v)
     try:
-        with _inference._sort_path(path):
+        with jaxrank.inference.sort_path(path):
             return aot(fn, *args)[0]
     finally:
         for k, v in old.items():
@@ -492,7 +492,7 @@ def design(args):
     """Host vs XLA at small n, callback API, vmap method (private switches)."""
     print("## Design measurements (`--design`)")
     print()
-    print("Private switches of `jaxrank._src.inference` (`_sort_path`, `_CALLBACK`, "
+    print("Private switches of `jaxrank._src.inference` (`_CALLBACK`, "
           "`_VMAP_METHOD`); every row is compiled ahead of time, timed in "
           "interleaved rounds (medians, at least 5 rounds).")
     print()

@@ -684,12 +684,19 @@ def main(argv=None):
 
 def _main(argv):
     from jaxrank._src.base import use_program_store
+    from jaxrank._src.inference import _cacheable_programs
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    previous = use_program_store(_compilation_cache(args))
+    store = _compilation_cache(args)
+    previous = use_program_store(store)
     try:
-        return args.func(args)
+        if store is None:
+            return args.func(args)
+        # Programs on disk cannot hold host callbacks: with the caches on,
+        # the CPU host sort only for long lists (jaxrank.inference).
+        with _cacheable_programs():
+            return args.func(args)
     except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,
             PermissionError) as e:
         print(f"error: {e}", file=sys.stderr)

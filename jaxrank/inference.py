@@ -6,6 +6,8 @@
 * :func:`ap_oracle`, :func:`zero_one_oracle`, :func:`auc_oracle` — the same
   kernels in oracle form ``(scores [n], positive [n], where [n]) ->
   Violation``, pure and unvalidated, for models of your own.
+* :func:`sort_path` — which implementation runs the oracles' sorts (CPU
+  host kernels or XLA); results are bitwise identical on every path.
 * :class:`Violation` — the result: ``loss``, ``coef``, ``aux`` (e.g. the
   interleaving ranks), ``hinge``.
 
@@ -25,6 +27,7 @@ from jaxrank._src.inference import (
     METHODS,
     ap_most_violated,
     ap_oracle,
+    sort_path,
     zero_one_most_violated,
     zero_one_oracle,
 )
@@ -37,6 +40,7 @@ __all__ = [
     "ap_oracle",
     "auc_most_violated",
     "auc_oracle",
+    "sort_path",
     "zero_one_most_violated",
     "zero_one_oracle",
 ]

@@ -221,3 +221,38 @@ def test_labels_one_and_two_train_and_evaluate_alike(tmp_path, capsys):
         m = jaxrank.load(mfile)
         assert list(m.classes_) == [1, 2]
         assert abs(ap - m.score(X, y + 1)) < 1e-4
+
+
+def test_train_stores_its_program_for_the_next_run(tmp_path):
+    """With its caches on, `jaxrank train` keeps the fit's compiled program on disk.
+
+    5,000 samples: long enough for the CPU host sort of the AP oracle in a
+    Python session, whose programs (host callbacks) cannot be stored; the
+    command uses the XLA sort below 2^16 entries so that its next run loads
+    the program instead of compiling it.
+    """
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((5000, 6)).astype(np.float32)
+    y = (X[:, 0] + rng.standard_normal(5000) > 1.5).astype(int)
+    train = tmp_path / "train.svm"
+    dump_svmlight_file(X, y, str(train), zero_based=False)
+    env = dict(os.environ, JAXRANK_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("XLA_FLAGS", None)
+    outs = []
+    for i in range(2):
+        res = subprocess.run([sys.executable, "-m", "jaxrank", "train", "--model", "apsvm",
+                              "-c", "10", str(train), str(tmp_path / f"m{i}.npz")],
+                             capture_output=True, text=True, timeout=600, env=env)
+        assert res.returncode == 0, res.stderr[-3000:]
+        outs.append(res.stdout)
+        stored = list((tmp_path / "cache" / "programs").glob("*.jaxexe"))
+        assert len(stored) == 1, (i, stored)
+    a, b = (jaxrank.load(tmp_path / f"m{i}.npz") for i in range(2))
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    # The same fit in this process (host sort): the same model.
+    ref = jaxrank.APSVM(C=10.0).fit(X, y)
+    np.testing.assert_allclose(a.coef_, ref.coef_, rtol=1e-6, atol=1e-7)

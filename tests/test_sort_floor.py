@@ -3,8 +3,8 @@
 Every sort of the AP and ROC-area oracles sorts integer keys of the scores;
 on CPU the integer stages run as NumPy host kernels (``jax.pure_callback``),
 elsewhere as XLA. The two paths must return bitwise identical results: here
-the XLA path is forced with the private switch ``_sort_path("xla")`` and
-compared with the host path (``_sort_path("host")``), under ``jit`` and
+the XLA path is forced with the public switch ``jaxrank.inference.sort_path("xla")`` and
+compared with the host path (``sort_path("host")``), under ``jit`` and
 ``vmap``, on inputs with ties, and through a whole ``APSVM`` / ``AUCSVM`` fit.
 """
 
@@ -163,7 +163,7 @@ def _run_all():
 def both_paths():
     res = {}
     for path in ("xla", "host"):
-        with inf._sort_path(path):
+        with jaxrank.inference.sort_path(path):
             res[path] = _run_all()
     return res
 
@@ -229,7 +229,7 @@ def test_host_path_matches_brute_force_on_tiny_lists():
             labels = np.zeros(n, bool)
             labels[rng.choice(n, int(rng.integers(1, n)), replace=False)] = True
             cases.append((rng.integers(-3, 4, n).astype(np.float32) * 0.25, labels))
-    with inf._sort_path("host"):
+    with jaxrank.inference.sort_path("host"):
         for scores, labels in cases:
             n = len(scores)
             pad = 7 - n  # one compile per function
@@ -260,9 +260,9 @@ def test_path_switch_reaches_the_program():
     n = max(inf._HOST_MIN_LEN, aucsvm._HOST_MIN_LEN)
     a = (jnp.zeros((n,), jnp.float32), jnp.arange(n) % 7 == 0, jnp.ones((n,), bool))
     ap = functools.partial(ap_oracle, kp=n // 4)
-    with inf._sort_path("xla"):
+    with jaxrank.inference.sort_path("xla"):
         assert not _has_callback(ap, *a) and not _has_callback(auc_oracle, *a)
-    with inf._sort_path("host"):
+    with jaxrank.inference.sort_path("host"):
         assert _has_callback(ap, *a) and _has_callback(auc_oracle, *a)
         small = tuple(x[:64] for x in a)
         assert _has_callback(functools.partial(ap_oracle, kp=16), *small)
@@ -275,12 +275,13 @@ def test_path_switch_reaches_the_program():
     small = tuple(x[: aucsvm._HOST_MIN_LEN - 1] for x in a)
     assert not _has_callback(auc_oracle, *small)
     with pytest.raises(ValueError, match="path"):
-        with inf._sort_path("gpu"):
+        with jaxrank.inference.sort_path("gpu"):
             pass
 
 
 _BUFFER_SCRIPT = """
 import numpy as np, jax, jax.numpy as jnp
+import jaxrank
 from jaxrank._src import inference as inf
 from jaxrank.inference import ap_oracle, auc_oracle
 rng = np.random.default_rng(7)
@@ -291,7 +292,7 @@ w = jnp.asarray(rng.random(n) < 0.97)
 out = {}
 for api, path in (("pure", "xla"), ("buffer", "host")):
     inf._CALLBACK = api
-    with inf._sort_path(path):
+    with jaxrank.inference.sort_path(path):
         if path == "host":
             assert "buffer_callback" in str(jax.make_jaxpr(auc_oracle)(s, y, w))
         out[api] = [np.asarray(x) for r in (ap_oracle(s, y, w, kp=256), auc_oracle(s, y, w),
@@ -324,7 +325,7 @@ def test_apsvm_fit_is_the_same_on_both_paths():
     y = (X[:, 0] + 0.8 * rng.standard_normal(3000) > 1.2).astype(int)
     fits = {}
     for path in ("xla", "host"):
-        with inf._sort_path(path):
+        with jaxrank.inference.sort_path(path):
             fits[path] = jaxrank.APSVM(C=10.0).fit(X, y)
     a, b = fits["xla"], fits["host"]
     assert a.n_iter_ == b.n_iter_ > 1

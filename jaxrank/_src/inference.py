@@ -91,7 +91,7 @@ def _increment(k, j, sp_k, sn_j, P, N):
 
 # "auto": the host sort on CPU for sorts of at least _HOST_MIN_LEN entries,
 # XLA otherwise (and on every other platform); "xla" or "host": forced (tests
-# and benchmarks only: use :func:`_sort_path`, which clears JAX's caches).
+# and benchmarks only: use :func:`sort_path`, which clears JAX's caches).
 _SORT_PATH = "auto"
 # Below this length the XLA path costs less than a host round trip, and a
 # program without host callbacks can be kept in JAX's persistent compilation
@@ -119,15 +119,34 @@ _CALLBACK = "pure"
 
 
 @contextlib.contextmanager
-def _sort_path(path):
-    """Force the sort implementation: ``"xla"``, ``"host"`` or ``"auto"``.
+def sort_path(path):
+    """Context manager: which implementation runs the sorts of the oracles.
 
-    For tests and benchmarks (the choice is read at trace time, so JAX's
-    in-memory caches are cleared on entry and on exit; the results do not
-    depend on it). Not thread-safe.
+    Every sort of the AP oracles (Algorithms 1-3 of Mohapatra et al. 2014)
+    and of the ROC-area oracle sorts order-preserving int32 keys of the
+    scores. ``"auto"`` (the default outside this context): on a CPU backend,
+    sorts of at least a few thousand entries run as NumPy host kernels
+    through ``jax.pure_callback`` (XLA's CPU sort is several times slower
+    than NumPy's), shorter ones and every other platform as XLA's
+    ``lax.sort``; ``"xla"``: XLA everywhere (programs without host
+    callbacks, which JAX's persistent compilation cache can keep);
+    ``"host"``: the host kernels on every platform. The results are bitwise
+    identical on every path; only speed and cacheability differ.
+
+    The choice is read when a program is traced, so JAX's in-memory caches
+    are cleared on entry and on exit (programs compile again). Not
+    thread-safe.
+
+    Args:
+        path: ``"auto"``, ``"xla"`` or ``"host"`` (str).
 
     Raises:
         ValueError: an unknown ``path``.
+
+    Example::
+
+        with jaxrank.inference.sort_path("xla"):
+            model = jaxrank.APSVM(C=10.0).fit(X, y)
     """
     global _SORT_PATH
     if path not in ("auto", "xla", "host"):
@@ -142,10 +161,37 @@ def _sort_path(path):
         jax.clear_caches()
 
 
+# Inside _cacheable_programs(): the host path only from this length. A program
+# with a host callback is never kept in JAX's persistent compilation cache or
+# the CLI's program store, so a repeated command would compile it again
+# (about 3-5 s); below 2^16 entries a fit's host sorts save less than that.
+_CACHEABLE_HOST_MIN_LEN = 1 << 16
+_host_min_floor = 0
+
+
+@contextlib.contextmanager
+def _cacheable_programs():
+    """Prefer programs that can be cached on disk (the CLI, with its caches on).
+
+    Sorts shorter than ``_CACHEABLE_HOST_MIN_LEN`` take the XLA path on every
+    platform while the context is active. The results do not depend on the
+    path (bitwise identical), so programs traced outside the context stay
+    valid. Read at trace time; not thread-safe.
+    """
+    global _host_min_floor
+    old = _host_min_floor
+    _host_min_floor = _CACHEABLE_HOST_MIN_LEN
+    try:
+        yield
+    finally:
+        _host_min_floor = old
+
+
 def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
     """``host_fn(*args)`` on CPU for ``length >= min_len``, else ``xla_fn(*args)``.
 
-    ``min_len`` defaults to ``_HOST_MIN_LEN``.
+    ``min_len`` defaults to ``_HOST_MIN_LEN`` (at least
+    ``_CACHEABLE_HOST_MIN_LEN`` inside :func:`_cacheable_programs`).
 
     The choice is static (trace time) except for the platform, which
     ``lax.platform_dependent`` resolves when the program is lowered. 64-bit
@@ -155,7 +201,7 @@ def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
     """
     path = _SORT_PATH
     wide = any(jnp.dtype(a.dtype).itemsize > 4 for a in args)
-    min_len = _HOST_MIN_LEN if min_len is None else min_len
+    min_len = max(_HOST_MIN_LEN if min_len is None else min_len, _host_min_floor)
     if path == "xla" or wide or (path == "auto" and length < min_len):
         return xla_fn(*args)
     if path == "host":
