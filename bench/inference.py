@@ -53,7 +53,7 @@ active (the trained rows); the same for the ROC-area oracle
 (``jaxrank.inference.auc_oracle``, rows ``auc``). On CPU the integer stages
 of both oracles run as NumPy host kernels; the rows ``select [XLA sort
 path]`` and ``auc [XLA sort path]`` force the pure-XLA path (what GPU/TPU
-run) with ``jaxrank.inference.sort_path("xla")``, so the two paths are timed
+run) with ``sort_path("xla")``, so the two paths are timed
 side by side;
 their results must be bitwise equal (checked, "host == XLA" below).
 
@@ -93,7 +93,7 @@ import jax.numpy as jnp
 from reference import literal_algorithm1, outputs_from_interleaving
 
 from jaxrank._src import inference as _inference  # private: --design switches
-from jaxrank.inference import ap_most_violated, ap_oracle, auc_oracle
+from jaxrank.inference import ap_most_violated, ap_oracle, auc_oracle, sort_path
 from jaxrank.models import APModel, ItemProblem
 
 DEFAULT_SIZES = "300x3000,1000x100000,10000x1000000"
@@ -204,7 +204,7 @@ def run_cell(P, N, regime, args):
     entries["auc"] = (c, (scores, positive, where), True)
     info["auc"] = {"compile_s": comp}
     if args.xla_path:
-        with jaxrank.inference.sort_path("xla"):
+        with sort_path("xla"):
             kern = functools.partial(ap_oracle, kp=P, method="select")
             c, comp = aot(kern, scores, positive, where)
             entries["select [XLA sort path]"] = (c, (scores, positive, where), True)
@@ -467,7 +467,7 @@ def _compiled(fn, args, path, **private):
     for k, v in private.items():
         setattr(_inference, k, v)
     try:
-        with jaxrank.inference.sort_path(path):
+        with sort_path(path):
             return aot(fn, *args)[0]
     finally:
         for k, v in old.items():
