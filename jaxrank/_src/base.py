@@ -656,6 +656,8 @@ def max_row_norm(X):
             return _sparse_row_norm(vals, rows, X.shape[0])
         X = np.asarray(X.X)  # a view of the device buffer on a CPU backend
     if sp.issparse(X):
+        if X.format == "csr":
+            return _csr_row_norm(np.asarray(X.data), np.asarray(X.indptr))
         X = X.tocoo()
         return _sparse_row_norm(np.asarray(X.data), np.asarray(X.row), X.shape[0])
     X = np.asarray(X)
@@ -708,6 +710,18 @@ def _sparse_row_norm(vals, rows, n):
         return 0.0
     v = vals.astype(np.float64) / m
     return m * math.sqrt(float(np.max(np.bincount(rows, weights=v * v, minlength=n))))
+
+
+def _csr_row_norm(vals, indptr):
+    """:func:`_sparse_row_norm` of CSR rows: segment sums over ``indptr`` (no row ids)."""
+    if vals.size == 0:
+        return 0.0
+    m = float(np.max(np.abs(vals)))
+    if not m > 0:
+        return 0.0
+    v = vals.astype(np.float64) / m
+    starts = indptr[:-1][indptr[:-1] < indptr[1:]]  # non-empty rows (their entries are contiguous)
+    return m * math.sqrt(float(np.max(np.add.reduceat(v * v, starts))))
 
 
 def check_feature_scale(R, C=None, name="X"):

@@ -96,9 +96,10 @@ _SORT_PATH = "auto"
 # Below this length the XLA path costs less than a host round trip, and a
 # program without host callbacks can be kept in JAX's persistent compilation
 # cache (programs with a host callback are not). Measured crossover of AP
-# select: between 1024 and 2048 entries (bench/inference.py --design, "Host
-# vs XLA path by size"; the ROC-area oracle has its own, in aucsvm.py).
-_HOST_MIN_LEN = 2048
+# select on an idle machine: between 4096 (host 1.25x slower) and 8192 entries
+# (host 0.89x) (bench/results/inference.md, "Host vs XLA path by size"; the
+# ROC-area oracle has its own, in aucsvm.py).
+_HOST_MIN_LEN = 8192
 # vmap of a host kernel: one callback for the whole batch (the kernels loop
 # over the rows in NumPy); measured against "sequential" in the bench notes.
 _VMAP_METHOD = "broadcast_all"
@@ -1009,7 +1010,7 @@ def ap_oracle(scores, positive, where, *, kp, method="select"):
         :class:`Violation` (``aux`` = interleaving ranks ``[n]`` int32). A
         list without a positive or without a negative gives zeros.
 
-    On CPU, for ``n >= 2048``, the sorting and selection run as NumPy host
+    On CPU, for ``n >= 8192``, the sorting and selection run as NumPy host
     kernels (a JAX callback; the float work stays in XLA), with results
     bitwise equal to the pure-XLA path that GPU/TPU run. ``vmap`` batches
     the host kernels into one callback per call.
