@@ -48,7 +48,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax import lax
 from jax.experimental import sparse as jsparse
 from jax.scipy.special import ndtr
@@ -627,6 +626,8 @@ def _adam_ascent(score_fn, params0, pos, neg, bandwidth, learning_rate, *, kerne
     in neither, e.g. padding, take no part). Returns ``(params,
     objective_history [max_iter])`` (``U`` before each step).
     """
+    import optax  # here, not at module level: ~0.1 s of every `jaxrank` command's start-up
+
     opt = optax.adam(learning_rate)
 
     def loss(p):
