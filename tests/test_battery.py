@@ -792,6 +792,21 @@ def test_features_outside_the_float32_range_are_errors(name, scale):
         make(name, C=1e30).fit(X, y)
 
 
+@pytest.mark.parametrize("fmt", ["csr", "coo", "csc"])
+def test_sparse_row_norms_see_every_stored_entry(fmt):
+    """The range check reads every row of sparse X: one huge entry in the last
+    non-empty row, with empty rows around it (CSR row norms are segment sums)."""
+    X, y = _data()
+    X[-4:] = 0  # trailing empty rows
+    X[5] = 0  # and one inside
+    X[-5, -1] = 1e30  # the last stored entry
+    Xs = sp.csr_matrix(X).asformat(fmt)
+    with pytest.raises(ValueError, match="float32.*Rescale X"):
+        make("apsvm").fit(Xs, y)
+    X[-5, -1] = 1.0  # in range: the same rows fit
+    assert make("apsvm").fit(sp.csr_matrix(X).asformat(fmt), y).coef_.shape == (1, X.shape[1])
+
+
 @pytest.mark.parametrize("name", SVMS + FIT_OTHERS)
 def test_tiny_C_times_norms_warn_that_the_model_does_not_rank(name):
     """C max||x||^2 = 1e-19: the exact optimum's scores are below float32 resolution.

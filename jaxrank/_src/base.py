@@ -657,7 +657,7 @@ def max_row_norm(X):
         X = np.asarray(X.X)  # a view of the device buffer on a CPU backend
     if sp.issparse(X):
         if X.format == "csr":
-            return _csr_row_norm(np.asarray(X.data), np.asarray(X.indptr))
+            return _sparse_row_norm(np.asarray(X.data), indptr=np.asarray(X.indptr))
         X = X.tocoo()
         return _sparse_row_norm(np.asarray(X.data), np.asarray(X.row), X.shape[0])
     X = np.asarray(X)
@@ -702,26 +702,21 @@ def remember_row_norm(data, R):
     return data
 
 
-def _sparse_row_norm(vals, rows, n):
+def _sparse_row_norm(vals, rows=None, n=0, *, indptr=None):
+    """``max_i ||x_i||`` of stored entries ``vals`` with row ids ``rows`` (``n`` rows), or
+    of CSR rows (``indptr``: segment sums, no row ids); float64 on ``vals / max|vals|``."""
     if vals.size == 0:
         return 0.0
     m = float(np.max(np.abs(vals)))
     if not m > 0:
         return 0.0
     v = vals.astype(np.float64) / m
-    return m * math.sqrt(float(np.max(np.bincount(rows, weights=v * v, minlength=n))))
-
-
-def _csr_row_norm(vals, indptr):
-    """:func:`_sparse_row_norm` of CSR rows: segment sums over ``indptr`` (no row ids)."""
-    if vals.size == 0:
-        return 0.0
-    m = float(np.max(np.abs(vals)))
-    if not m > 0:
-        return 0.0
-    v = vals.astype(np.float64) / m
-    starts = indptr[:-1][indptr[:-1] < indptr[1:]]  # non-empty rows (their entries are contiguous)
-    return m * math.sqrt(float(np.max(np.add.reduceat(v * v, starts))))
+    if indptr is None:
+        sq = np.bincount(rows, weights=v * v, minlength=n)
+    else:
+        starts = indptr[:-1][indptr[:-1] < indptr[1:]]  # non-empty rows: contiguous entries
+        sq = np.add.reduceat(v * v, starts)
+    return m * math.sqrt(float(np.max(sq)))
 
 
 def check_feature_scale(R, C=None, name="X"):
