@@ -116,3 +116,62 @@ def test_batched_fits_on_sample_sharded_data_equal_the_one_device_fits():
     two = RUN_MANY(model, design(Xs), probs, Cs, **kw)
     assert np.all(np.asarray(one.converged)) and np.all(np.asarray(two.converged))
     np.testing.assert_allclose(np.asarray(two.objective), np.asarray(one.objective), rtol=2e-5)
+
+
+@pytest.mark.parametrize("name", ["APSVM", "BinarySVM", "AUCSVM", "APSVMApprox"])
+def test_estimator_devices_shards_the_samples(name, monkeypatch):
+    """``devices=2``: the estimator shards its rows itself (601 rows: padded to
+    a multiple of 2 and masked) and reaches the one-device optimum."""
+    import jaxrank
+
+    X, y = _data(n=601)
+    cls = getattr(jaxrank, name)
+    C = 0.1 if name == "BinarySVM" else 10.0
+    one = cls(C=C, tol=1e-5).fit(X, y)
+    placed = []
+    put = jax.device_put
+
+    def spy(x, device=None, *args, **kwargs):
+        placed.append(device)
+        return put(x, device, *args, **kwargs)
+
+    monkeypatch.setattr(jax, "device_put", spy)
+    two = cls(C=C, tol=1e-5, devices=2).fit(X, y)
+    monkeypatch.undo()
+    spec = PartitionSpec("samples", None)
+    rows = [s for s in placed if isinstance(s, NamedSharding) and s.spec == spec]
+    assert rows and all(len(s.device_set) == 2 for s in rows)
+    assert one.converged_ and two.converged_
+    np.testing.assert_allclose(two.objective_, one.objective_, rtol=2e-5)
+    # Same scores up to the certified gaps (the optimum is unique: strongly convex).
+    gap = (one.objective_ - one.dual_objective_) + (two.objective_ - two.dual_objective_)
+    assert np.linalg.norm(one.coef_ - two.coef_) <= 2 * np.sqrt(2 * gap) + 1e-4
+
+
+def test_estimator_devices_errors_and_save(tmp_path):
+    import scipy.sparse as sp
+
+    import jaxrank
+
+    X, y = _data(n=200)
+    with pytest.raises(ValueError, match="devices=2 shards the samples.*sparse X"):
+        jaxrank.APSVM(devices=2).fit(sp.csr_matrix(X), y)
+    with pytest.raises(ValueError, match="devices=2 shards the samples.*groups"):
+        jaxrank.APSVM(devices=2).fit(X, y, groups=np.arange(200) // 20)
+    with pytest.raises(ValueError, match="between 1 and the 2 local"):
+        jaxrank.APSVM(devices=3).fit(X, y)
+    with pytest.raises(ValueError, match="devices"):
+        jaxrank.APSVM(devices="gpu").fit(X, y)
+    # Several tasks: devices= spreads the tasks; the same models.
+    Y = np.stack([y, ~y], axis=1)
+    a = jaxrank.APSVM(C=10.0, devices=[jax.devices()[0]]).fit(X, Y)
+    b = jaxrank.APSVM(C=10.0, devices=2).fit(X, Y)
+    # Each within its certified gap of the same optimum (a task may stop at max_iter).
+    gaps = (a.objective_ - a.dual_objective_) + (b.objective_ - b.dual_objective_)
+    assert np.all(np.abs(a.objective_ - b.objective_) <= gaps + 1e-6 * a.objective_)
+    # Device objects are saved as their number.
+    m = jaxrank.APSVM(C=10.0, devices=jax.devices()[:2]).fit(X, y)
+    jaxrank.save(m, tmp_path / "m.npz")
+    loaded = jaxrank.load(tmp_path / "m.npz")
+    assert loaded.devices == 2
+    np.testing.assert_array_equal(loaded.decision_function(X), m.decision_function(X))

@@ -127,6 +127,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from jaxrank._src import solver
 from jaxrank._src.base import (
+    DEVICES_CONSTRAINT,
     StructuredSVM,
     check_positive_float32,
     choose_batch_size,
@@ -385,6 +386,12 @@ class APSVMApprox(StructuredSVM):
         binary_max_iter: maximum iterations of the first stage.
         tol: relative duality gap at which both stages stop.
         verbose: print a summary.
+        devices: ``None`` (default), an int ``k`` (the first ``k`` local
+            devices) or a list of ``jax.Device``: with two or more, a
+            single-task fit shards its samples over them (data parallel,
+            dense ``X``), a multi-task fit its tasks (README, "Data-parallel
+            fits"). ``None``: one device for a single task, every local
+            device for several tasks.
 
     Attributes:
         coef_: ``[1, n_features]`` (``[T, n_features]`` for a 2-D ``y``).
@@ -421,6 +428,7 @@ class APSVMApprox(StructuredSVM):
         "fit_intercept": ["boolean"],
         "inference": [StrOptions(set(METHODS))],
         "binary_max_iter": [Interval(Integral, 1, None, closed="left")],
+        **DEVICES_CONSTRAINT,
     }
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
     _learns_intercept = True
@@ -428,7 +436,7 @@ class APSVMApprox(StructuredSVM):
                 "n_easy_", "mu_", "constraint_violation_")
 
     def __init__(self, C=1.0, *, k=0.5, C_binary=None, fit_intercept=True, inference="select",
-                 max_iter=1000, binary_max_iter=2000, tol=1e-4, verbose=False):
+                 max_iter=1000, binary_max_iter=2000, tol=1e-4, verbose=False, devices=None):
         self.C = C
         self.k = k
         self.C_binary = C_binary
@@ -438,6 +446,7 @@ class APSVMApprox(StructuredSVM):
         self.binary_max_iter = binary_max_iter
         self.tol = tol
         self.verbose = verbose
+        self.devices = devices
 
     def _check_params(self):
         super()._check_params()

@@ -26,6 +26,7 @@ from sklearn.utils._param_validation import Interval, Real, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from jaxrank._src.base import (
+    DEVICES_CONSTRAINT,
     StructuredSVM,
     check_feature_scale,
     check_groups,
@@ -134,6 +135,12 @@ class APSVM(StructuredSVM):
         max_iter: maximum calls of loss-augmented inference.
         tol: relative duality gap at which to stop (``1e-4``: within 0.01 %).
         verbose: print progress.
+        devices: ``None`` (default), an int ``k`` (the first ``k`` local
+            devices) or a list of ``jax.Device``: with two or more, a
+            single-task fit shards its samples over them (data parallel,
+            dense ``X``), a multi-task fit its tasks (README, "Data-parallel
+            fits"). ``None``: one device for a single task, every local
+            device for several tasks.
 
     Attributes:
         coef_: ``[1, n_features]`` float32 weights (``[T, n_features]`` after
@@ -170,6 +177,7 @@ class APSVM(StructuredSVM):
         **StructuredSVM._parameter_constraints,
         "inference": [StrOptions(set(METHODS))],
         "min_relevance": [Interval(Real, None, None, closed="neither")],
+        **DEVICES_CONSTRAINT,
     }
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
     _supports_groups = True
@@ -179,13 +187,14 @@ class APSVM(StructuredSVM):
     _persist = ("n_queries_", "n_dropped_queries_")
 
     def __init__(self, C=1.0, *, inference="select", min_relevance=1, max_iter=1000,
-                 tol=1e-4, verbose=False):
+                 tol=1e-4, verbose=False, devices=None):
         self.C = C
         self.inference = inference
         self.min_relevance = min_relevance
         self.max_iter = max_iter
         self.tol = tol
         self.verbose = verbose
+        self.devices = devices
 
     def _prepare(self, X, y, groups, reset=True):
         if groups is None:

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank._src.base import StructuredSVM
+from jaxrank._src.base import DEVICES_CONSTRAINT, StructuredSVM
 from jaxrank._src.inference import (
     _dispatch,
     _host_call,
@@ -245,6 +245,12 @@ class AUCSVM(StructuredSVM):
         max_iter: maximum calls of the inference oracle.
         tol: relative duality gap at which the solver stops.
         verbose: print progress.
+        devices: ``None`` (default), an int ``k`` (the first ``k`` local
+            devices) or a list of ``jax.Device``: with two or more, a
+            single-task fit shards its samples over them (data parallel,
+            dense ``X``), a multi-task fit its tasks (README, "Data-parallel
+            fits"). ``None``: one device for a single task, every local
+            device for several tasks.
 
     Attributes:
         coef_, intercept_, classes_, n_iter_, objective_, dual_objective_,
@@ -258,13 +264,15 @@ class AUCSVM(StructuredSVM):
         measures", ICML 2005.
     """
 
+    _parameter_constraints = {**StructuredSVM._parameter_constraints, **DEVICES_CONSTRAINT}
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 
-    def __init__(self, C=1.0, *, max_iter=2000, tol=1e-4, verbose=False):
+    def __init__(self, C=1.0, *, max_iter=2000, tol=1e-4, verbose=False, devices=None):
         self.C = C
         self.max_iter = max_iter
         self.tol = tol
         self.verbose = verbose
+        self.devices = devices
 
     def _model(self, static):
         return AUCModel()

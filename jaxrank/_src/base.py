@@ -301,6 +301,31 @@ def fit_buckets(n, d, T, *, dense=True):
     return n_pad, d_pad, T_pad
 
 
+# The ``devices`` parameter of the estimators that shard a fit over devices.
+DEVICES_CONSTRAINT = {"devices": [None, Interval(Integral, 1, None, closed="left"), list, tuple]}
+
+
+def shard_rows(data, devices):
+    """A dense :class:`Design` with its rows sharded over ``devices`` (data parallel).
+
+    ``devices``: a tuple of at least one ``jax.Device``; the number of rows of
+    ``data`` must be a multiple of ``len(devices)``. The solver's products
+    then run on every device's rows and XLA sums the partial planes across
+    devices (README, "Data-parallel fits").
+
+    Raises:
+        ValueError: sparse ``data``, or rows not divisible by the devices.
+    """
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    if data.sparse:
+        raise ValueError("shard_rows needs a dense design; got a sparse one.")
+    if data.shape[0] % len(devices):
+        raise ValueError(f"{data.shape[0]} rows do not divide over {len(devices)} devices.")
+    mesh = Mesh(np.asarray(devices), ("samples",))
+    return Design(jax.device_put(data.X, NamedSharding(mesh, PartitionSpec("samples", None))))
+
+
 def resolve_devices(devices):
     """Static device tuple for the batched drivers.
 
@@ -1165,8 +1190,17 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         """
         self._check_params()
         t0 = time.perf_counter()
+        devices = self._fit_devices()
         data, positive, classes, multi, groups = self._prepare(X, y, groups)
         (n, d), T = data.shape, positive.shape[0]
+        # devices= on a single task: its samples are sharded over the devices.
+        shard = devices is not None and len(devices) > 1 and T == 1
+        if shard and (data.sparse or groups is not None):
+            raise ValueError(
+                f"devices={self.devices!r} shards the samples of a single-task fit, which "
+                "needs dense X without groups; got "
+                f"{'sparse X' if data.sparse else 'groups'}. Pass devices=None (one device), "
+                "or X.toarray() for sparse X.")
         if groups is None:  # query layouts are not padded
             n_pad, d_pad, T_pad = fit_buckets(n, d, T, dense=not data.sparse)
         else:
@@ -1174,7 +1208,12 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         R = max_row_norm(data)
         check_feature_scale(R, float(self.C))
         self._fit_scale = (R, float(self.C))
-        data = pad_design(data, n_pad, d_pad)
+        if shard:
+            # Rows padded to a multiple of the device count (masked out by `where`).
+            n_pad = -(-n_pad // len(devices)) * len(devices)
+            data = shard_rows(pad_design(data.materialized(), n_pad, d_pad), devices)
+        else:
+            data = pad_design(data, n_pad, d_pad)
         where = np.zeros((T_pad, n_pad), bool)
         where[:T, :n] = True
         positive = np.pad(positive, ((0, T_pad - T), (0, n_pad - n)))
@@ -1188,7 +1227,8 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             print(f"{type(self).__name__}: n={n} d={d} tasks={T} "
                   f"positives={positive[:T].sum(axis=1).tolist()} C={self.C}", flush=True)
         C = np.full((T_pad,), self.C, np.float32)
-        res, extras = self._train(model, data, problems, C, single=(T_pad == 1))
+        res, extras = self._train(model, data, problems, C, single=(T_pad == 1),
+                                  devices=None if shard else devices)
         res = jax.tree_util.tree_map(lambda a: np.asarray(a)[:T], res)
         extras = _unpad_extras(extras, T, T_pad, d, d_pad)
         self._set_fitted(res, extras, classes, multi, data, positive[:T], where[:T],
@@ -1259,6 +1299,11 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
                 scale = (R, None if R is None else float(self.C))
             warn_tied_scores(self, S, where, *scale)
         return self
+
+    def _fit_devices(self):
+        """The devices of the ``devices`` parameter (a tuple), or ``None`` when unset."""
+        devices = getattr(self, "devices", None)
+        return None if devices is None else resolve_devices(devices)
 
     @staticmethod
     def _row_norm(data):

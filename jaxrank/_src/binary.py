@@ -15,7 +15,7 @@ import dataclasses
 import jax.numpy as jnp
 from sklearn.utils._param_validation import Interval, Real
 
-from jaxrank._src.base import StructuredSVM, check_positive_float32
+from jaxrank._src.base import DEVICES_CONSTRAINT, StructuredSVM, check_positive_float32
 from jaxrank._src.models import Model
 from jaxrank._src.types import HingeTerms
 
@@ -63,6 +63,12 @@ class BinarySVM(StructuredSVM):
         max_iter: maximum solver iterations (epochs of coordinate ascent).
         tol: relative duality gap at which to stop.
         verbose: print progress.
+        devices: ``None`` (default), an int ``k`` (the first ``k`` local
+            devices) or a list of ``jax.Device``: with two or more, a
+            single-task fit shards its samples over them (data parallel,
+            dense ``X``), a multi-task fit its tasks (README, "Data-parallel
+            fits"). ``None``: one device for a single task, every local
+            device for several tasks.
 
     Attributes:
         coef_, intercept_, classes_, n_iter_, objective_, dual_objective_,
@@ -81,18 +87,20 @@ class BinarySVM(StructuredSVM):
         **StructuredSVM._parameter_constraints,
         "fit_intercept": ["boolean"],
         "pos_weight": [Interval(Real, 0, None, closed="neither")],
+        **DEVICES_CONSTRAINT,
     }
     _default_Cs = (0.001, 0.01, 0.1, 1.0, 10.0)
     _learns_intercept = True
 
     def __init__(self, C=1.0, *, fit_intercept=True, pos_weight=1.0, max_iter=5000,
-                 tol=1e-4, verbose=False):
+                 tol=1e-4, verbose=False, devices=None):
         self.C = C
         self.fit_intercept = fit_intercept
         self.pos_weight = pos_weight
         self.max_iter = max_iter
         self.tol = tol
         self.verbose = verbose
+        self.devices = devices
 
     def _check_params(self):
         super()._check_params()

@@ -26,6 +26,12 @@ def _saved_attributes(cls):
 
 
 def _to_json(v):
+    import jax
+
+    if isinstance(v, jax.Device):
+        return 1  # devices= given as device objects: saved as their number
+    if isinstance(v, (list, tuple)) and v and all(isinstance(d, jax.Device) for d in v):
+        return len(v)
     if isinstance(v, np.generic):
         return v.item()
     if isinstance(v, np.ndarray):
@@ -42,8 +48,9 @@ def save(model, path, *, overwrite=False):
     weights, ``classes_``, the solver's certificates and the class's own
     fitted attributes, e.g. :class:`jaxrank.APSVMApprox`'s ``w0_``) as arrays,
     and a JSON string ``metadata`` with the format name and version, the
-    estimator class (from the registry) and its ``get_params()``. Multi-task
-    models (fitted on a 2-D ``y``) are saved whole.
+    estimator class (from the registry) and its ``get_params()`` (a
+    ``devices`` parameter given as ``jax.Device`` objects is saved as their
+    number). Multi-task models (fitted on a 2-D ``y``) are saved whole.
 
     Args:
         model: a fitted estimator of the registry (:data:`jaxrank.ESTIMATORS`);
