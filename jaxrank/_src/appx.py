@@ -386,12 +386,8 @@ class APSVMApprox(StructuredSVM):
         binary_max_iter: maximum iterations of the first stage.
         tol: relative duality gap at which both stages stop.
         verbose: print a summary.
-        devices: ``None`` (default), an int ``k`` (the first ``k`` local
-            devices) or a list of ``jax.Device``: with two or more, a
-            single-task fit shards its samples over them (data parallel,
-            dense ``X``), a multi-task fit its tasks (README, "Data-parallel
-            fits"). ``None``: one device for a single task, every local
-            device for several tasks.
+        devices: ``None``, an int or a list of ``jax.Device``: where the fit
+            runs (data parallel for one task), as in :class:`StructuredSVM`.
 
     Attributes:
         coef_: ``[1, n_features]`` (``[T, n_features]`` for a 2-D ``y``).

@@ -135,12 +135,8 @@ class APSVM(StructuredSVM):
         max_iter: maximum calls of loss-augmented inference.
         tol: relative duality gap at which to stop (``1e-4``: within 0.01 %).
         verbose: print progress.
-        devices: ``None`` (default), an int ``k`` (the first ``k`` local
-            devices) or a list of ``jax.Device``: with two or more, a
-            single-task fit shards its samples over them (data parallel,
-            dense ``X``), a multi-task fit its tasks (README, "Data-parallel
-            fits"). ``None``: one device for a single task, every local
-            device for several tasks.
+        devices: ``None``, an int or a list of ``jax.Device``: where the fit
+            runs (data parallel for one task), as in :class:`StructuredSVM`.
 
     Attributes:
         coef_: ``[1, n_features]`` float32 weights (``[T, n_features]`` after

@@ -245,12 +245,8 @@ class AUCSVM(StructuredSVM):
         max_iter: maximum calls of the inference oracle.
         tol: relative duality gap at which the solver stops.
         verbose: print progress.
-        devices: ``None`` (default), an int ``k`` (the first ``k`` local
-            devices) or a list of ``jax.Device``: with two or more, a
-            single-task fit shards its samples over them (data parallel,
-            dense ``X``), a multi-task fit its tasks (README, "Data-parallel
-            fits"). ``None``: one device for a single task, every local
-            device for several tasks.
+        devices: ``None``, an int or a list of ``jax.Device``: where the fit
+            runs (data parallel for one task), as in :class:`StructuredSVM`.
 
     Attributes:
         coef_, intercept_, classes_, n_iter_, objective_, dual_objective_,

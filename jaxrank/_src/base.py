@@ -1042,6 +1042,13 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
     * optionally ``_train`` (several solver calls, e.g. the two stages of
       AP-SVM-APPX) and ``_fitted_extras`` (extra fitted attributes).
 
+    Subclasses with a ``devices`` parameter (``None``, an int ``k``: the
+    first ``k`` local devices, or a list of ``jax.Device``): with two or more
+    devices, a single-task fit shards its samples over them (data parallel:
+    rows padded to a multiple of the device count and masked; dense ``X``
+    without ``groups``, else ``ValueError``) and a multi-task fit its tasks.
+    ``None``: one device for a single task, every local device for several.
+
     Fitted attributes (every subclass): ``coef_ [T, d]``, ``intercept_ [T]``
     (``T = 1`` for a 1-D ``y``), ``classes_``, ``objective_``,
     ``dual_objective_``, ``n_iter_``, ``converged_`` (scalars for a 1-D ``y``,

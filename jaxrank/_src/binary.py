@@ -63,12 +63,8 @@ class BinarySVM(StructuredSVM):
         max_iter: maximum solver iterations (epochs of coordinate ascent).
         tol: relative duality gap at which to stop.
         verbose: print progress.
-        devices: ``None`` (default), an int ``k`` (the first ``k`` local
-            devices) or a list of ``jax.Device``: with two or more, a
-            single-task fit shards its samples over them (data parallel,
-            dense ``X``), a multi-task fit its tasks (README, "Data-parallel
-            fits"). ``None``: one device for a single task, every local
-            device for several tasks.
+        devices: ``None``, an int or a list of ``jax.Device``: where the fit
+            runs (data parallel for one task), as in :class:`StructuredSVM`.
 
     Attributes:
         coef_, intercept_, classes_, n_iter_, objective_, dual_objective_,
