@@ -113,4 +113,7 @@ def main():
 
 
 if __name__ == "__main__":
+    from _machine import device_line
+
+    print(device_line(), flush=True)
     main()

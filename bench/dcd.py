@@ -484,4 +484,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from _machine import device_line
+
+    print(device_line(), flush=True)
     main()

@@ -859,4 +859,7 @@ def oracle_report(rows):
 
 
 if __name__ == "__main__":
+    from _machine import device_line
+
+    print(device_line(), flush=True)
     sys.exit(main())

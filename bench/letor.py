@@ -646,4 +646,7 @@ def write_report(args, folds, svm_names, results, grids, model_time, cli, bc, to
 
 
 if __name__ == "__main__":
+    from _machine import device_line
+
+    print(device_line(), flush=True)
     main()
