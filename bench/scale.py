@@ -160,9 +160,9 @@ def worker(method, n, input_kind, tmpdir):
     if input_kind == "npy":
         path = os.path.join(tmpdir, f"X_{n}.npy")
         mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, D))
-        _, y = generate(n, seed=n, out=mm)
+        written, y = generate(n, seed=n, out=mm)
         mm.flush()
-        del mm
+        del mm, written  # unmapped: only the read-only mapping below counts in the RSS
         X = np.load(path, mmap_mode="r")
     else:
         X, y = generate(n, seed=n)
