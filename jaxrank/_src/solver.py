@@ -207,7 +207,13 @@ def _hinge_margins(h: HingeTerms, w):
 
 
 def _hinge_objective(h: HingeTerms, w):
-    m = _hinge_margins(h, w)
+    if w.dtype == jnp.float32:
+        # The hinge block's own row kernel (native CSR / dense loops where
+        # built): on sparse rows about 7x faster than XLA's gather + segment
+        # sum (Reuters money-fx, 340k entries: 0.2 vs 1.6 ms per call).
+        m = dcd.row_dots(hinge_rows(h), w)
+    else:
+        m = _hinge_margins(h, w)
     return jnp.sum(h.upper * jnp.maximum(0, 1 - h.labels * m))
 
 
