@@ -33,7 +33,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from jaxrank._src import solver
+from jaxrank._src import dcd, solver
 from jaxrank._src.features import (
     IN_PLACE_MIN_ENTRIES,
     Design,
@@ -436,6 +436,23 @@ def _to_device(a, dtype=None):
 # ``data @ W`` as one program (an eager product dispatches each of its
 # primitives as a program of its own, each compiled once per process).
 design_matmul = jax.jit(lambda data, W: data @ W)
+
+
+@jax.jit
+def _sparse_scores(data, W):
+    """``data @ W`` (``[n, T]``) for a sparse float32 design, by the hinge block's
+    native CSR row kernel (about 7x faster than XLA's segment sum on CPU)."""
+    rows = dcd.HingeRows(None, data.indptr, data.X.indices[:, 1], data.X.data,
+                         jnp.asarray(0, jnp.float32), jnp.asarray(data.shape[1], jnp.int32))
+    return jax.vmap(lambda w: dcd.row_dots(rows, w), in_axes=1, out_axes=1)(W)
+
+
+def training_scores(data, W):
+    """``[n, T]`` scores ``data @ W`` of a fitted ``W [d, T]`` (host array)."""
+    if (getattr(data, "sparse", False) and getattr(data, "indptr", None) is not None
+            and data.dtype == np.float32):
+        return np.asarray(_sparse_scores(data, _to_device(W, np.float32)))
+    return np.asarray(design_matmul(data, _to_device(W)))
 
 # One jitted program per (model, shapes): C and tol are traced.
 fit_one = jax.jit(solver.fit, static_argnames=("model", "max_iter", "callback", "seed"))
@@ -1285,7 +1302,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         d = data.shape[1] if n_features is None else int(n_features)
         W = np.asarray(res.w, np.float32)
         Wx = W[:, : data.shape[1]]  # weights of the columns of data (padding included)
-        S = np.asarray(design_matmul(data, _to_device(Wx.T)))  # [n, T] scores, no intercept
+        S = training_scores(data, Wx.T)  # [n, T] scores, no intercept
         if isinstance(self._features(), Intercept):
             self.coef_, self.intercept_ = W[:, :d].copy(), W[:, -1].copy()
         else:
