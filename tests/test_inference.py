@@ -12,6 +12,7 @@ from jaxrank.inference import (
     METHODS,
     Violation,
     ap_most_violated,
+    ap_oracle,
     zero_one_most_violated,
 )
 
@@ -118,6 +119,25 @@ def test_three_methods_agree_in_float32(n, n_pos, shift):
         np.testing.assert_allclose(float(out[m].loss), float(exact.loss), atol=2e-3)
         mismatch = np.mean(np.asarray(out[m].interleaving_rank) != np.asarray(exact.interleaving_rank))
         assert mismatch < 0.2
+
+
+@pytest.mark.parametrize("n,n_pos,ties", [(600, 40, False), (600, 40, True), (5000, 100, False),
+                                          (5000, 120, True)])
+def test_select_head_rows_same_for_every_capacity(n, n_pos, ties, x64):
+    # Selective ranking solves its first P - 1 rows on dense delta rows for a
+    # small positive capacity kp and by divide and conquer for a large one:
+    # the two must give the same interleaving ranks, loss and coefficients,
+    # and match Algorithm 1 (greedy).
+    rng = np.random.default_rng(n + n_pos)
+    scores, labels = _random_case(rng, n, n_pos, ties=ties)
+    s, pos = jnp.asarray(scores, jnp.float64), jnp.asarray(labels)
+    where = jnp.ones(n, bool)
+    out = {kp: ap_oracle(s, pos, where, kp=kp) for kp in (n_pos, 128, 129, 400)}
+    ref = ap_oracle(s, pos, where, kp=n_pos, method="greedy")
+    for kp, r in out.items():
+        np.testing.assert_array_equal(r.aux, ref.aux, err_msg=f"kp={kp}")
+        np.testing.assert_array_equal(r.coef, ref.coef, err_msg=f"kp={kp}")
+        assert float(r.loss) == float(ref.loss)
 
 
 def test_negatives_ranked_before_the_last_positive_can_be_active(x64):
