@@ -14,6 +14,7 @@ and the fastest to compile), so each model compiles once.
 
 import itertools
 import os
+import warnings
 from pathlib import Path
 
 import jax
@@ -398,6 +399,45 @@ def test_n_init_keeps_the_lowest_objective_and_random_state_reproduces(bagged, f
     assert m.objective_ == pytest.approx(m.init_objectives_.min())
 
 
+def _digit_bags(target, n_bags=100, T=10, seed=1):
+    """Bags of T digits (sklearn's bundled load_digits); a positive bag holds one ``target``."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    X, labels = (d.data / 16.0).astype(np.float32), d.target
+    rng = np.random.default_rng(seed)
+    tgt = rng.permutation(np.flatnonzero(labels == target))
+    other = rng.permutation(np.flatnonzero(labels != target))
+    y = np.r_[np.ones(n_bags // 2, int), np.zeros(n_bags - n_bags // 2, int)]
+    index, o = [], 0
+    for b in range(n_bags):
+        k = T - 1 if y[b] else T
+        rows = np.r_[tgt[b:b + 1] if y[b] else [], other[o:o + k]].astype(int)
+        o += k
+        index.append(rows[rng.permutation(T)])
+    return X[np.concatenate(index)], y, np.repeat(np.arange(n_bags), T)
+
+
+def test_centroid_init_escapes_the_w0_stall_of_random_starts():
+    # 10-digit bags, no instance labels, large C: from a random imputation the
+    # first convex step stops at its best iterate w = 0 (all bags tie, CCCP
+    # stops, the fit does not rank). The default init="centroid" imputes at
+    # the bag-mean class centroids instead and trains a ranker.
+    X, y, bags = _digit_bags(8)
+    kw = dict(C=100.0, inference="greedy", n_init=1, max_outer_iter=10, tol=1e-3,
+              max_iter=1000, random_state=0)
+    with pytest.warns(UserWarning):  # ConvergenceWarning and the tied-scores warning
+        bad = jaxrank.LatentAPSVM(init="random", **kw).fit(X, y, bags=bags)
+    assert np.all(bad.coef_ == 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        good = jaxrank.LatentAPSVM(**kw).fit(X, y, bags=bags)
+    assert good.get_params()["init"] == "centroid"
+    assert np.linalg.norm(good.coef_) > 0.1
+    assert good.objective_ < bad.objective_
+    assert average_precision_score(y, good.decision_function(X, bags=bags)) > 0.95
+
+
 # ---------------------------------------------------------------------------
 # Bad input.
 # ---------------------------------------------------------------------------
@@ -439,6 +479,8 @@ def test_bad_input_raises_clear_errors(bagged):
             jaxrank.LatentSVM(**bad).fit(X, y, bags=bags)
     with pytest.raises(ValueError, match="n_init"):
         jaxrank.LatentAPSVM(n_init=0).fit(X, y, bags=bags)
+    with pytest.raises(ValueError, match="'init'"):
+        jaxrank.LatentSVM(init="kmeans").fit(X, y, bags=bags)
     with pytest.raises(TypeError):
         est.fit(X, y)  # bags is required
     with pytest.raises(NotFittedError):
