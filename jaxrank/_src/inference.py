@@ -53,7 +53,7 @@ _BLOCK_ENTRIES = 2**18
 # Cumulative sums of at least this many entries use a parallel prefix scan.
 _SCAN_MIN_LEN = 8192
 # Up to this positive capacity selective ranking solves its first P - 1 rows on
-# dense delta rows (_opt_head_dense), beyond it by divide and conquer.
+# dense delta rows (Algorithm 1, _opt_greedy), beyond it by divide and conquer.
 _DENSE_HEAD_MAX_KP = 128
 
 
@@ -383,10 +383,15 @@ def _map_row_blocks(fn, j, sn, num_rows, kp):
 
     Rows are processed in static blocks of about ``_BLOCK_ENTRIES / kp`` inside a
     ``fori_loop`` whose trip count is ``ceil(num_rows / block)`` (dynamic), so
-    padding rows cost nothing. Rows past ``num_rows`` are returned as 0.
+    padding rows cost nothing; rows that fit one block are evaluated at once,
+    without the loop. Rows past ``num_rows`` are 0, except those sharing the
+    loop's last block with used rows (callers mask them).
     """
     r = j.shape[0]
     b = min(max(_BLOCK_ENTRIES // max(kp, 1), 8), max(r, 1))
+    if b >= r:  # one block: no loop (a smaller program)
+        out = fn(j, sn).astype(jnp.int32)
+        return jnp.where(jnp.arange(r) < num_rows, out, 0)
     pad = (-r) % b
     jp = jnp.concatenate([j, jnp.ones((pad,), j.dtype)])
     snp = jnp.concatenate([sn, jnp.zeros((pad,), sn.dtype)])
@@ -407,10 +412,11 @@ def _map_row_blocks(fn, j, sn, num_rows, kp):
 # ---------------------------------------------------------------------------
 
 
-def _opt_greedy(sp, P, N, sn):
+def _opt_greedy(sp, P, N, sn, num_rows=None):
     """Algorithm 1: ``opt_j = argmax_{i in 1..P+1} delta_j(i)`` for each row.
 
-    ``sn [m]`` are the sorted negative scores of ranks ``1..m``. O(P m).
+    ``sn [m]`` are the sorted negative scores of ranks ``1..m``; rows past
+    ``num_rows`` (dynamic, default ``N``) are not evaluated and hold 0. O(P m).
     """
     m = sn.shape[0]
     if m == 0:
@@ -423,25 +429,7 @@ def _opt_greedy(sp, P, N, sn):
         delta = jnp.where(i[None, :] <= P + 1, delta, -jnp.inf)
         return (jnp.argmax(delta, axis=1) + 1).astype(jnp.int32)
 
-    return _map_row_blocks(block, j, sn, N, sp.shape[0])
-
-
-def _opt_head_dense(sp, P, N, sn, num_rows):
-    """Exact ``opt_j`` for the first rows by Algorithm 1 on dense delta rows.
-
-    ``argmax_{i in 1..P+1} delta_j(i)`` (the first maximiser) for the rows
-    ``j = 1..r`` of ``sn [r]``, O(P r): for small capacities
-    (``kp <= _DENSE_HEAD_MAX_KP``) this compiles to a much smaller program
-    than :func:`_opt_head_monotone` (whose result it equals) and runs as fast.
-    Rows past ``num_rows`` (dynamic) get ``P + 1``.
-    """
-    r = sn.shape[0]
-    j = jnp.arange(1, r + 1, dtype=jnp.int32)
-    delta, _ = _delta_rows(sp, P, N, j, sn)
-    i = jnp.arange(1, delta.shape[1] + 1, dtype=jnp.int32)
-    delta = jnp.where(i[None, :] <= P + 1, delta, -jnp.inf)
-    opt = (jnp.argmax(delta, axis=1) + 1).astype(jnp.int32)
-    return jnp.where(j <= num_rows, opt, P + 1)
+    return _map_row_blocks(block, j, sn, N if num_rows is None else num_rows, sp.shape[0])
 
 
 def _tail_cuts(sp, P, N, value_at, m, num_valid):
@@ -980,7 +968,11 @@ def _select_opt(sp, P, N, m, sk, src, neg_valid, *, caps, kh):
                 rows = jnp.minimum(P - 1, m)
                 sn_head = _desc_scores(sk[:num_head], dtype)
                 if kp <= _DENSE_HEAD_MAX_KP:
-                    head = _opt_head_dense(sp, P, N, sn_head, rows)
+                    # Algorithm 1 on these rows: O(P^2), a much smaller program
+                    # than the divide and conquer, and as fast for small P.
+                    head = _opt_greedy(sp, P, N, sn_head, rows)
+                    j = jnp.arange(1, num_head + 1, dtype=jnp.int32)
+                    head = jnp.where(j <= rows, head, P + 1)
                 else:
                     head = _opt_head_monotone(sp, P, N, sn_head, rows)
                 oh = oh.at[:num_head].set(head)

@@ -217,15 +217,21 @@ def _hinge_objective(h: HingeTerms, w):
     return jnp.sum(h.upper * jnp.maximum(0, 1 - h.labels * m))
 
 
-def hinge_rows(h: HingeTerms):
-    """The :class:`jaxrank._src.dcd.HingeRows` of hinge terms (no copy of the data)."""
-    X = h.rows.X
-    bias = jnp.asarray(h.bias, jnp.float32)
-    d = jnp.asarray(h.rows.shape[1], jnp.int32)
-    if h.rows.sparse:
-        return dcd.HingeRows(None, h.rows.indptr, X.indices[:, 1].astype(jnp.int32),
+def design_rows(design, bias=0.0):
+    """The :class:`jaxrank._src.dcd.HingeRows` of a :class:`Design`'s rows (no copy of
+    float32 data; CSR offsets reused), with the constant feature ``bias``."""
+    X = design.X
+    bias = jnp.asarray(bias, jnp.float32)
+    d = jnp.asarray(design.shape[1], jnp.int32)
+    if design.sparse:
+        return dcd.HingeRows(None, design.indptr, X.indices[:, 1].astype(jnp.int32),
                              X.data.astype(jnp.float32), bias, d)
     return dcd.HingeRows(X.astype(jnp.float32), None, None, None, bias, d)
+
+
+def hinge_rows(h: HingeTerms):
+    """The :class:`jaxrank._src.dcd.HingeRows` of hinge terms (no copy of the data)."""
+    return design_rows(h.rows, h.bias)
 
 
 def _hinge_sq_norms(h: HingeTerms):
