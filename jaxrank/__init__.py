@@ -24,28 +24,47 @@
 All kernels are pure and compose with ``jit``/``vmap``/``grad``.
 """
 
-from jaxrank import (
-    datasets,
-    graph,
-    inference,
-    losses,
-    metrics,
-    model_selection,
-    models,
-    solvers,
-)
-from jaxrank._src.apsvm import APSVM
-from jaxrank._src.appx import APSVMApprox
-from jaxrank._src.aucsvm import AUCSVM
-from jaxrank._src.base import StructuredSVM
-from jaxrank._src.binary import BinarySVM
-from jaxrank._src.data import load_data
-from jaxrank._src.high_order import HOAPSVM, HOBSVM
-from jaxrank._src.io import load, save
-from jaxrank._src.kernelrank import KernelRank
-from jaxrank._src.latent import LatentAPSVM, LatentSSVM, LatentSVM
-from jaxrank._src.registry import ESTIMATORS
-from jaxrank._src.sweep import SweepResult, sweep
+import importlib
+
+# Public names -> the module that defines them. Imported on first access
+# (PEP 562), so ``import jaxrank`` and the command line load only what a run uses.
+_SUBMODULES = ("datasets", "graph", "inference", "losses", "metrics",
+               "model_selection", "models", "solvers")
+_ATTRIBUTES = {
+    "APSVM": "jaxrank._src.apsvm",
+    "APSVMApprox": "jaxrank._src.appx",
+    "AUCSVM": "jaxrank._src.aucsvm",
+    "StructuredSVM": "jaxrank._src.base",
+    "BinarySVM": "jaxrank._src.binary",
+    "load_data": "jaxrank._src.data",
+    "HOAPSVM": "jaxrank._src.high_order",
+    "HOBSVM": "jaxrank._src.high_order",
+    "load": "jaxrank._src.io",
+    "save": "jaxrank._src.io",
+    "KernelRank": "jaxrank._src.kernelrank",
+    "LatentAPSVM": "jaxrank._src.latent",
+    "LatentSSVM": "jaxrank._src.latent",
+    "LatentSVM": "jaxrank._src.latent",
+    "ESTIMATORS": "jaxrank._src.registry",
+    "SweepResult": "jaxrank._src.sweep",
+    "sweep": "jaxrank._src.sweep",
+}
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        value = importlib.import_module("jaxrank." + name)
+    elif name in _ATTRIBUTES:
+        value = getattr(importlib.import_module(_ATTRIBUTES[name]), name)
+    else:
+        raise AttributeError(f"module 'jaxrank' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
 
 __version__ = "0.2.0"
 

@@ -64,11 +64,11 @@ def save(model, path, *, overwrite=False):
         ValueError: ``model`` is not fitted, or ``path`` is a directory.
         FileExistsError: ``path`` exists and ``overwrite`` is False.
     """
-    from jaxrank._src.registry import by_class_name
+    from jaxrank._src.registry import class_named, class_names
 
     name = type(model).__name__
-    if by_class_name().get(name) is not type(model):
-        raise TypeError(f"model must be one of {sorted(by_class_name())}; got {name}.")
+    if class_named(name) is not type(model):
+        raise TypeError(f"model must be one of {class_names()}; got {name}.")
     if name == "KernelRank" and getattr(model, "scorer", "linear") != "linear":
         raise TypeError("only KernelRank(scorer='linear') can be saved; the GMM scorer cannot.")
     if not hasattr(model, "coef_"):
@@ -135,7 +135,7 @@ def load(path):
             arrays, unknown format version or estimator, bad parameters,
             inconsistent shapes, complex or non-finite weights).
     """
-    from jaxrank._src.registry import by_class_name
+    from jaxrank._src.registry import class_named
 
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -161,7 +161,7 @@ def load(path):
             f"jaxrank reads version {FORMAT_VERSION}."
         )
     name = meta.get("estimator")
-    cls = by_class_name().get(name) if isinstance(name, str) else None
+    cls = class_named(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"{path}: unknown estimator {meta.get('estimator')!r}.")
     params, attrs = meta.get("params", {}), meta.get("attributes", [])

@@ -7,26 +7,47 @@ here. The key is the model's name on the command line (``--model``) and in
 
 from __future__ import annotations
 
-from jaxrank._src.apsvm import APSVM
-from jaxrank._src.appx import APSVMApprox
-from jaxrank._src.aucsvm import AUCSVM
-from jaxrank._src.binary import BinarySVM
-from jaxrank._src.high_order import HOAPSVM, HOBSVM
-from jaxrank._src.kernelrank import KernelRank
-from jaxrank._src.latent import LatentAPSVM, LatentSSVM, LatentSVM
+import importlib
+from collections.abc import Mapping
 
-ESTIMATORS = {
-    "apsvm": APSVM,
-    "svm": BinarySVM,
-    "apsvm-appx": APSVMApprox,
-    "auc-svm": AUCSVM,
-    "kernelrank": KernelRank,
-    "latent-apsvm": LatentAPSVM,
-    "latent-svm": LatentSVM,
-    "latent-ssvm": LatentSSVM,
-    "hob-svm": HOBSVM,
-    "hoap-svm": HOAPSVM,
+# name -> (module, class name). Modules are imported on first use, so that a
+# command line run of one model does not import every model family.
+_ENTRIES = {
+    "apsvm": ("jaxrank._src.apsvm", "APSVM"),
+    "svm": ("jaxrank._src.binary", "BinarySVM"),
+    "apsvm-appx": ("jaxrank._src.appx", "APSVMApprox"),
+    "auc-svm": ("jaxrank._src.aucsvm", "AUCSVM"),
+    "kernelrank": ("jaxrank._src.kernelrank", "KernelRank"),
+    "latent-apsvm": ("jaxrank._src.latent", "LatentAPSVM"),
+    "latent-svm": ("jaxrank._src.latent", "LatentSVM"),
+    "latent-ssvm": ("jaxrank._src.latent", "LatentSSVM"),
+    "hob-svm": ("jaxrank._src.high_order", "HOBSVM"),
+    "hoap-svm": ("jaxrank._src.high_order", "HOAPSVM"),
 }
+
+
+def _load(entry):
+    module, cls = entry
+    return getattr(importlib.import_module(module), cls)
+
+
+class _Registry(Mapping):
+    """Read-only ``{name: estimator class}`` whose classes are imported on first access."""
+
+    def __getitem__(self, name):
+        return _load(_ENTRIES[name])
+
+    def __iter__(self):
+        return iter(_ENTRIES)
+
+    def __len__(self):
+        return len(_ENTRIES)
+
+    def __repr__(self):
+        return "ESTIMATORS(" + ", ".join(f"{k!r}: {c}" for k, (_, c) in _ENTRIES.items()) + ")"
+
+
+ESTIMATORS = _Registry()
 
 
 def get_estimator(name):
@@ -45,12 +66,23 @@ def get_estimator(name):
 def name_of(estimator):
     """Registry name of an estimator class or instance (``None`` if unregistered)."""
     cls = estimator if isinstance(estimator, type) else type(estimator)
-    for k, v in ESTIMATORS.items():
-        if v is cls:
+    for k, entry in _ENTRIES.items():
+        if entry[1] == cls.__name__ and _load(entry) is cls:
             return k
     return None
 
 
-def by_class_name():
-    """``{class name: class}`` of the registered estimators (for ``load``)."""
-    return {cls.__name__: cls for cls in ESTIMATORS.values()}
+def class_names():
+    """Sorted class names of the registered estimators (no import)."""
+    return sorted({c for _, c in _ENTRIES.values()})
+
+
+def class_named(name):
+    """The registered estimator class whose class name is ``name`` (for ``save``/``load``).
+
+    Imports only that class's module; ``None`` if no registered class has that name.
+    """
+    for entry in _ENTRIES.values():
+        if entry[1] == name:
+            return _load(entry)
+    return None
