@@ -172,7 +172,7 @@ def _check_products(D, X, rng):
     np.testing.assert_allclose(f(jnp.asarray(Ws)), ref, **tol)
 
 
-@pytest.mark.parametrize("n", [1024, 997, 40])  # block divisor / prime / small
+@pytest.mark.parametrize("n", [1024, 997, 40, 1031, 31])  # divisor / primes: blocks + rest / small
 def test_dense_products(n):
     rng = np.random.default_rng(n)
     X = rng.standard_normal((n, 11)).astype(np.float32)

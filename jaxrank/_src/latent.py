@@ -88,6 +88,34 @@ SSVM_ROUNDS = 3
 # ---------------------------------------------------------------------------
 
 
+def _positions(layout, mask):
+    """``[n]`` flat slot index of every instance of a bag table (host side)."""
+    n = int(mask.sum())
+    position = np.zeros(n, np.int32)
+    position[layout[mask]] = np.flatnonzero(mask.ravel()).astype(np.int32)
+    return position
+
+
+@jax.custom_vjp
+def _gather_slots(s, layout, mask, position):
+    """``where(mask, s[layout], 0)``: ``[B, T_max, ...]`` from ``s [n, ...]``."""
+    v = s.at[layout].get(mode="fill", fill_value=0)
+    return jnp.where(mask.reshape(mask.shape + (1,) * (v.ndim - 2)), v, 0)
+
+
+def _gather_slots_fwd(s, layout, mask, position):
+    return _gather_slots(s, layout, mask, position), position
+
+
+def _gather_slots_bwd(position, g):
+    # Each instance fills exactly one real slot and padding slots hold no
+    # instance, so the transpose of the gather is the gather at ``position``.
+    return g.reshape((-1,) + g.shape[2:])[position], None, None, None
+
+
+_gather_slots.defvjp(_gather_slots_fwd, _gather_slots_bwd)
+
+
 @jax.tree_util.register_pytree_node_class
 class BagData:
     """Candidates of ``B`` bags: instance rows plus a padded ``[B, T_max]`` table.
@@ -104,20 +132,30 @@ class BagData:
         allowed: ``[B, T_max]`` bool, the candidates training may choose: the
             real ones, restricted to the ``known`` ones in bags that have any
             and to ``where`` (``allowed <= mask``). Prediction uses ``mask``.
+        position: ``[n_instances]`` int32, the flat index ``b * T_max + t`` of
+            each instance's slot in ``layout`` (every instance has exactly
+            one); computed from ``layout`` when not given. The transpose of
+            :meth:`gather` (the solver's planes) is a gather at these
+            positions instead of a scatter-add (about 10x faster on CPU).
     """
 
-    def __init__(self, X, layout, mask, allowed=None):
+    def __init__(self, X, layout, mask, allowed=None, position=None):
         self.X = X
         self.layout = layout
         self.mask = mask
         self.allowed = mask if allowed is None else allowed
+        if position is None:
+            position = jnp.asarray(_positions(np.asarray(layout), np.asarray(mask)))
+        self.position = position
 
     def tree_flatten(self):
-        return (self.X, self.layout, self.mask, self.allowed), None
+        return (self.X, self.layout, self.mask, self.allowed, self.position), None
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        return cls(*children)
+        self = object.__new__(cls)  # leaves may be tracers or placeholders: no checks
+        self.X, self.layout, self.mask, self.allowed, self.position = children
+        return self
 
     @property
     def shape(self):
@@ -134,9 +172,7 @@ class BagData:
 
     def gather(self, s):
         """Candidate values ``[B, T_max, ...]`` of per-instance values ``s [n, ...]`` (pads 0)."""
-        v = jnp.asarray(s).at[self.layout].get(mode="fill", fill_value=0)
-        m = self.mask.reshape(self.mask.shape + (1,) * (v.ndim - 2))
-        return jnp.where(m, v, 0)
+        return _gather_slots(jnp.asarray(s), self.layout, self.mask, self.position)
 
     def __matmul__(self, w):
         """Bag scores ``max_h x_h^T w``: ``[B]`` for ``w [d]``, ``[B, k]`` for ``w [d, k]``.
