@@ -313,6 +313,9 @@ def shard_rows(data, devices):
     then run on every device's rows and XLA sums the partial planes across
     devices (README, "Data-parallel fits").
 
+    A 2-D grid (tuple of tuples, :func:`device_grid`) shards the rows over
+    its second axis and replicates them over its first (problems).
+
     Raises:
         ValueError: sparse ``data``, or rows not divisible by the devices.
     """
@@ -322,8 +325,34 @@ def shard_rows(data, devices):
         raise ValueError("shard_rows needs a dense design; got a sparse one.")
     if data.shape[0] % len(devices):
         raise ValueError(f"{data.shape[0]} rows do not divide over {len(devices)} devices.")
-    mesh = Mesh(np.asarray(devices), ("samples",))
+    grid = np.asarray(devices, dtype=object)
+    if grid.ndim == 2:  # problems x samples: rows replicated over the first axis
+        if data.shape[0] % grid.shape[1]:
+            raise ValueError(f"{data.shape[0]} rows do not divide over {grid.shape[1]} devices.")
+        mesh = Mesh(grid, ("devices", "samples"))
+    else:
+        mesh = Mesh(grid, ("samples",))
     return Design(jax.device_put(data.X, NamedSharding(mesh, PartitionSpec("samples", None))))
+
+
+def device_grid(devices, n_problems):
+    """The ``problems x samples`` grid of a batched fit on ``devices`` (or ``None``).
+
+    Problems first (their queues need no communication): the problem axis
+    gets the largest divisor ``D_p`` of ``len(devices)`` that is at most
+    ``n_problems``, the sample axis the rest, ``D_s = len(devices) / D_p``.
+    Returns ``None`` when ``D_s == 1`` (problems only: a flat device tuple
+    does), else a tuple of ``D_p`` tuples of ``D_s`` devices (hashable, for
+    the static ``devices`` of :func:`jaxrank.solvers.fit_many`). E.g. 4
+    devices and 2 tasks: 2 x 2; 4 devices and 3 tasks: 1 x 4 (3 does not
+    divide 4); 2 devices and 2 tasks: problems only.
+    """
+    n = len(devices)
+    Dp = max(k for k in range(1, n + 1) if n % k == 0 and k <= max(int(n_problems), 1))
+    Ds = n // Dp
+    if Ds == 1:
+        return None
+    return tuple(tuple(devices[i * Ds:(i + 1) * Ds]) for i in range(Dp))
 
 
 def resolve_devices(devices):
@@ -1062,7 +1091,12 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
     first ``k`` local devices, or a list of ``jax.Device``): with two or more
     devices, a single-task fit shards its samples over them (data parallel:
     rows padded to a multiple of the device count and masked; dense ``X``
-    without ``groups``, else ``ValueError``) and a multi-task fit its tasks.
+    without ``groups``, else ``ValueError``) and a multi-task fit its tasks;
+    with fewer tasks than devices (dense ``X``, no ``groups``) the devices
+    form a ``problems x samples`` grid: the task axis gets the largest
+    divisor of the device count that is at most the number of tasks, the
+    sample axis the rest (4 devices, 2 tasks: 2 x 2; 3 tasks: 1 x 4), each
+    grid row a queue of tasks on rows sharded over its devices.
     ``None``: one device for a single task, every local device for several.
 
     Fitted attributes (every subclass): ``coef_ [T, d]``, ``intercept_ [T]``
@@ -1122,7 +1156,8 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             res = run_fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
                               callback=_print_progress if self.verbose else None)
             return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], res), {}
-        devices = resolve_devices(devices)
+        if not (isinstance(devices, tuple) and devices and isinstance(devices[0], tuple)):
+            devices = resolve_devices(devices)  # (a problems x samples grid is used as is)
         M = C.shape[0]
         batch_size = choose_batch_size(batch_size, M, model.dim(data), len(devices),
                                        model.cache)
@@ -1216,8 +1251,12 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         devices = self._fit_devices()
         data, positive, classes, multi, groups = self._prepare(X, y, groups)
         (n, d), T = data.shape, positive.shape[0]
-        # devices= on a single task: its samples are sharded over the devices.
+        # devices= on a single task: its samples are sharded over the devices;
+        # on fewer tasks than devices: a problems x samples grid (device_grid).
         shard = devices is not None and len(devices) > 1 and T == 1
+        grid = None
+        if devices is not None and T > 1 and not data.sparse and groups is None:
+            grid = device_grid(devices, T)
         if shard and (data.sparse or groups is not None):
             raise ValueError(
                 f"devices={self.devices!r} shards the samples of a single-task fit, which "
@@ -1231,10 +1270,12 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         R = max_row_norm(data)
         check_feature_scale(R, float(self.C))
         self._fit_scale = (R, float(self.C))
-        if shard:
-            # Rows padded to a multiple of the device count (masked out by `where`).
-            n_pad = -(-n_pad // len(devices)) * len(devices)
-            data = shard_rows(pad_design(data.materialized(), n_pad, d_pad), devices)
+        if shard or grid is not None:
+            # Rows padded to a multiple of the sample axis (masked out by `where`).
+            k = len(devices) if shard else len(grid[0])
+            n_pad = -(-n_pad // k) * k
+            data = shard_rows(pad_design(data.materialized(), n_pad, d_pad),
+                              devices if shard else grid)
         else:
             data = pad_design(data, n_pad, d_pad)
         where = np.zeros((T_pad, n_pad), bool)
@@ -1251,7 +1292,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
                   f"positives={positive[:T].sum(axis=1).tolist()} C={self.C}", flush=True)
         C = np.full((T_pad,), self.C, np.float32)
         res, extras = self._train(model, data, problems, C, single=(T_pad == 1),
-                                  devices=None if shard else devices)
+                                  devices=None if shard else (grid or devices))
         res = jax.tree_util.tree_map(lambda a: np.asarray(a)[:T], res)
         extras = _unpad_extras(extras, T, T_pad, d, d_pad)
         self._set_fitted(res, extras, classes, multi, data, positive[:T], where[:T],

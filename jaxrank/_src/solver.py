@@ -653,7 +653,13 @@ def fit_many(
         batch_size: static number of slots per device (``>= 1``; capped at
             the number of problems per device).
         devices: static tuple of devices to shard the problems over; ``None``
-            or one device runs a single queue on the default device.
+            or one device runs a single queue on the default device. A
+            tuple of ``D_p`` tuples of ``D_s`` devices (a problems x samples
+            grid): the problems are dealt to the ``D_p`` grid rows, and each
+            row's queue runs on its ``D_s`` devices with ``data`` sharded
+            over them (the caller shards the rows on ``Mesh(grid,
+            ("devices", "samples"))``, ``PartitionSpec("samples", None)``;
+            XLA partitions the products, the problem axis is manual).
         callback: optional static host function ``(n_stopped) -> None``,
             called through ``jax.debug.callback`` with the number of fits that
             stopped in a loop iteration (when it is ``> 0``).
@@ -667,6 +673,7 @@ def fit_many(
     Raises:
         ValueError: ``C`` not a non-empty ``[M]`` array, a leaf of
             ``problems`` without the leading ``[M]`` axis, ``batch_size < 1``,
+            a device grid with more rows than problems,
             ``w0`` not of shape ``[M, dim]``, and the errors of :func:`fit`.
     """
     _check_static(model, max_iter)
@@ -686,8 +693,18 @@ def fit_many(
         w0 = _check_w0(w0, (M, model.dim(data)), dtype)
     order = jnp.argsort(-C, stable=True).astype(jnp.int32)
     kw = dict(tol=tol, max_iter=max_iter, callback=callback, seed=seed)
-    D = 1 if devices is None else min(len(devices), M)  # no idle devices
-    if D <= 1:
+    grid = None if devices is None else np.asarray(devices, dtype=object)
+    if grid is not None and grid.ndim == 2:
+        # problems x samples: rows of the grid run separate queues, each row's
+        # devices share the (sample-sharded) data of its fits.
+        if grid.shape[0] > M:
+            raise ValueError(f"a devices grid of {grid.shape[0]} problem rows needs at least "
+                             f"as many problems; got M = {M}.")
+        D = grid.shape[0]
+    else:
+        D = 1 if devices is None else min(len(devices), M)  # no idle devices
+        grid = None
+    if D <= 1 and grid is None:
         res = _fit_queue(model, data, jax.tree_util.tree_map(lambda a: a[order], problems),
                          C[order], batch_size=batch_size, num_problems=None,
                          w0=None if w0 is None else w0[order], **kw)
@@ -709,10 +726,13 @@ def fit_many(
 
     spec = PartitionSpec("devices")
     data_spec = jax.tree_util.tree_map(lambda _: PartitionSpec(), data)
+    if grid is None:
+        mesh, manual = Mesh(np.asarray(devices[:D]), ("devices",)), {"devices"}
+    else:  # only the problem axis is manual; XLA partitions the samples axis
+        mesh, manual = Mesh(grid, ("devices", "samples")), {"devices"}
     res = jax.shard_map(
-        local, mesh=Mesh(np.asarray(devices[:D]), ("devices",)),
-        in_specs=(spec, spec, spec, spec, data_spec), out_specs=spec,
-        check_vma=False,
+        local, mesh=mesh, in_specs=(spec, spec, spec, spec, data_spec), out_specs=spec,
+        axis_names=manual, check_vma=False,
     )(local_problems, C[deal], count, None if w0 is None else w0[deal], data)
     dest = jnp.where(slot.reshape(per, D).T < M, deal, M).reshape(-1)
     return jax.tree_util.tree_map(

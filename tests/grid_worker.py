@@ -1,0 +1,75 @@
+"""Worker of tests/test_data_parallel.py: problems x samples grids on 4 CPU devices.
+
+Run as ``python tests/grid_worker.py``; prints one JSON line. JAX must see 4
+devices before its first computation, so this runs in its own process.
+"""
+
+import json
+import sys
+
+import jax
+
+jax.config.update("jax_num_cpu_devices", 4)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import NamedSharding  # noqa: E402
+
+import jaxrank  # noqa: E402
+from jaxrank.models import APModel, ItemProblem, design  # noqa: E402
+from jaxrank.solvers import fit_many  # noqa: E402
+
+
+def main():
+    out = {"devices": len(jax.devices())}
+    rng = np.random.default_rng(0)
+    n, d = 601, 10
+    Y = rng.random((n, 2)) < 0.15
+    X = (rng.normal(size=(n, d)) + 0.8 * Y[:, :1] * rng.normal(size=d)
+         - 0.6 * Y[:, 1:] * rng.normal(size=d)).astype(np.float32)
+    # 1. The batched driver on a 2 x 2 grid: each problem row shares sample-sharded rows.
+    grid = tuple(tuple(jax.devices()[2 * i:2 * i + 2]) for i in range(2))
+    run = jax.jit(fit_many, static_argnames=("model", "max_iter", "batch_size", "devices"))
+    m = 600
+    probs = ItemProblem(jnp.asarray(Y[:m].T), jnp.ones((2, m), bool))
+    C = jnp.asarray([10.0, 100.0], jnp.float32)
+    model = APModel(kp=m)
+    one = run(model, design(X[:m]), probs, C, tol=1e-5, max_iter=3000, batch_size=1)
+    from jax.sharding import Mesh, PartitionSpec
+    mesh = Mesh(np.asarray(grid, dtype=object), ("devices", "samples"))
+    Xs = jax.device_put(jnp.asarray(X[:m]), NamedSharding(mesh, PartitionSpec("samples", None)))
+    two = run(model, design(Xs), probs, C, tol=1e-5, max_iter=3000, batch_size=1, devices=grid)
+    out["driver"] = {k: np.asarray(getattr(r, k)).tolist() for r, k in
+                     [(one, "objective"), (one, "dual"), (one, "converged")]}
+    out["driver_grid"] = {k: np.asarray(getattr(two, k)).tolist() for k in
+                          ("objective", "dual", "converged")}
+    # 2. Estimators: devices=4 with 2 tasks -> a 2 x 2 grid, rows padded to a multiple of 2.
+    placed = []
+    put = jax.device_put
+
+    def spy(x, device=None, *args, **kwargs):
+        placed.append(device)
+        return put(x, device, *args, **kwargs)
+
+    for name in sys.argv[1:]:
+        cls = getattr(jaxrank, name)
+        C = 0.1 if name == "BinarySVM" else 10.0
+        a = cls(C=C, tol=1e-5).fit(X, Y)
+        placed.clear()
+        jax.device_put = spy
+        try:
+            b = cls(C=C, tol=1e-5, devices=4).fit(X, Y)
+        finally:
+            jax.device_put = put
+        meshes = [tuple(s.mesh.shape.items()) for s in placed if isinstance(s, NamedSharding)]
+        out[name] = {
+            "meshes": [list(map(list, m_)) for m_ in meshes],
+            "one": [a.objective_.tolist(), a.dual_objective_.tolist(), a.converged_.tolist()],
+            "grid": [b.objective_.tolist(), b.dual_objective_.tolist(), b.converged_.tolist()],
+            "coef_diff": float(np.linalg.norm(a.coef_ - b.coef_, axis=1).max()),
+        }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
