@@ -40,9 +40,18 @@ def main():
     run = jax.jit(fit, static_argnames=("model", "max_iter"))
     res = run(APModel(kp=int(y.sum())), design(Xg), prob, C=C, tol=1e-5, max_iter=2000)
     w = np.asarray(res.w.addressable_data(0))  # replicated: every process holds all of w
+    # An estimator shards host arrays over this process's devices only: the
+    # devices of the whole run (both processes) are a clear error.
+    import jaxrank
+
+    try:
+        jaxrank.APSVM(devices=jax.devices()).fit(X[rows], y[rows])
+        refused = ""
+    except ValueError as e:
+        refused = str(e)
     if pid == 0:
         np.savez(out, w=w, objective=float(res.objective), converged=bool(res.converged),
-                 devices=len(jax.devices()))
+                 devices=len(jax.devices()), refused=refused)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ def test_two_processes_on_localhost_reach_the_one_process_optimum(tmp_path):
     assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-3000:]
     got = np.load(out)
     assert int(got["devices"]) == 2 and bool(got["converged"])
+    assert "must be local to this process (process 0 of 2)" in str(got["refused"])
     prob = ItemProblem(jnp.asarray(y), jnp.ones(len(y), bool))
     one = RUN(APModel(kp=int(y.sum())), design(X), prob, C=C, tol=1e-5, max_iter=2000)
     np.testing.assert_allclose(float(got["objective"]), float(one.objective), rtol=2e-5)
@@ -162,6 +163,8 @@ def test_estimator_devices_errors_and_save(tmp_path):
         jaxrank.APSVM(devices=3).fit(X, y)
     with pytest.raises(ValueError, match="devices"):
         jaxrank.APSVM(devices="gpu").fit(X, y)
+    with pytest.raises(ValueError, match="lists a device twice"):
+        jaxrank.APSVM(devices=[jax.devices()[0]] * 2).fit(X, y)
     # Several tasks: devices= spreads the tasks; the same models.
     Y = np.stack([y, ~y], axis=1)
     a = jaxrank.APSVM(C=10.0, devices=[jax.devices()[0]]).fit(X, Y)

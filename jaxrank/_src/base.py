@@ -363,7 +363,9 @@ def resolve_devices(devices):
 
     Raises:
         TypeError: ``devices`` is not ``None``, an int or a sequence of devices.
-        ValueError: an empty sequence or an int outside ``1..len(local devices)``.
+        ValueError: an empty sequence, an int outside ``1..len(local devices)``,
+            a device of another process (multi-controller runs), or a device
+            listed twice.
     """
     local = tuple(jax.local_devices())
     if devices is None:
@@ -386,6 +388,18 @@ def resolve_devices(devices):
         raise ValueError("devices is empty; pass None for the default devices.")
     if not all(isinstance(d, jax.Device) for d in devs):
         raise TypeError("devices must contain jax.Device objects (e.g. jax.devices()).")
+    me = jax.process_index()
+    other = [d for d in devs if d.process_index != me]
+    if other:
+        raise ValueError(
+            f"devices must be local to this process (process {me} of "
+            f"{jax.process_count()}); {other[0]} belongs to process "
+            f"{other[0].process_index}. An estimator shards a host array over this "
+            "process's devices only (jax.local_devices()); for a fit across processes, "
+            "build the global array with jax.make_array_from_process_local_data and call "
+            "jaxrank.solvers.fit (README, 'Data-parallel fits').")
+    if len(set(devs)) != len(devs):
+        raise ValueError(f"devices lists a device twice: {list(devs)}.")
     return devs
 
 
