@@ -399,6 +399,33 @@ def test_n_init_keeps_the_lowest_objective_and_random_state_reproduces(bagged, f
     assert m.objective_ == pytest.approx(m.init_objectives_.min())
 
 
+def test_devices_deal_the_initialisations_to_device_queues(bagged, fitted, monkeypatch):
+    """``devices=`` decides where the ``n_init`` convex problems of a CCCP step run:
+    one queue per device (a 2-device ``shard_map``) or one queue on one device;
+    either way the same initialisations reach the same objectives."""
+    X, y, bags, _ = bagged
+    meshes = []
+    real = jax.shard_map
+
+    def spy(f, *args, mesh=None, **kwargs):
+        meshes.append(dict(mesh.shape))
+        return real(f, *args, mesh=mesh, **kwargs)
+
+    monkeypatch.setattr(jax, "shard_map", spy)
+    jax.clear_caches()  # the spy sees programs as they are traced
+    one = ESTIMATORS["svm"](devices=1).fit(X, y, bags=bags)
+    assert meshes == []
+    jax.clear_caches()
+    two = ESTIMATORS["svm"](devices=jax.devices()[:2]).fit(X, y, bags=bags)
+    assert meshes and all(m == {"devices": 2} for m in meshes)
+    monkeypatch.undo()
+    ref = fitted["svm"]  # devices=None: every local device (2 here)
+    for m in (one, two):
+        np.testing.assert_allclose(m.init_objectives_, ref.init_objectives_, rtol=1e-4)
+    with pytest.raises(ValueError, match="between 1 and the 2 local"):
+        ESTIMATORS["svm"](devices=3).fit(X, y, bags=bags)
+
+
 def _digit_bags(target, n_bags=100, T=10, seed=1):
     """Bags of T digits (sklearn's bundled load_digits); a positive bag holds one ``target``."""
     from sklearn.datasets import load_digits

@@ -62,6 +62,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from jaxrank._src import solver
 from jaxrank._src.apsvm import query_layout
 from jaxrank._src.base import (
+    DEVICES_CONSTRAINT,
     StructuredSVM,
     _print_progress,
     check_feature_scale,
@@ -708,6 +709,7 @@ class LatentEstimator(StructuredSVM):
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "init": [StrOptions({"centroid", "random"})],
         "random_state": ["random_state"],
+        **DEVICES_CONSTRAINT,
     }
     _groups_param = "bags"
     _groups_required = True
@@ -984,7 +986,8 @@ class LatentEstimator(StructuredSVM):
                   f"{int(positive.sum())} positive bags, C={self.C}, n_init={self.n_init}",
                   flush=True)
         C = jnp.full((1,), self.C, jnp.float32)
-        res, extras = self._train(model, data, problems, C, single=True)
+        res, extras = self._train(model, data, problems, C, single=True,
+                                  devices=self.devices)
         res = jax.tree_util.tree_map(np.asarray, res)
         self._set_fitted(res, extras, classes, False, data, positive)
         self.fit_time_ = time.perf_counter() - t0
@@ -1087,7 +1090,14 @@ _COMMON_ARGS = """
         random_state: seed (``None``, an int or a ``RandomState``) of the
             random initial imputations.
         max_iter: maximum solver iterations per convex step.
-        verbose: print progress."""
+        verbose: print progress.
+        devices: ``None`` (every local device), an int (the first ``k``
+            local devices) or a list of ``jax.Device``: the ``n_init``
+            initialisations are one batch of convex problems per CCCP
+            iteration, dealt to one work queue per device (on a CPU, ``k``
+            devices are ``k`` cores: ``jax_num_cpu_devices``). One
+            initialisation runs on one device: the candidate rows are not
+            sharded."""
 
 def _attrs(intercept, objective):
     return _COMMON_ATTRS.replace("{INTERCEPT}", intercept).replace("{OBJECTIVE}", objective)
@@ -1126,7 +1136,8 @@ class _APLatentEstimator(LatentEstimator):
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 
     def __init__(self, C=1.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
-                 init="centroid", random_state=None, max_iter=1000, verbose=False):
+                 init="centroid", random_state=None, max_iter=1000, verbose=False,
+                 devices=None):
         self.C = C
         self.inference = inference
         self.max_outer_iter = max_outer_iter
@@ -1136,6 +1147,7 @@ class _APLatentEstimator(LatentEstimator):
         self.random_state = random_state
         self.max_iter = max_iter
         self.verbose = verbose
+        self.devices = devices
 
 
 class LatentAPSVM(_APLatentEstimator):
@@ -1305,7 +1317,7 @@ class LatentSVM(LatentEstimator):
 
     def __init__(self, C=1.0, *, J=1.0, c=0.0, fit_intercept=True, max_outer_iter=30,
                  tol=1e-4, n_init=3, init="centroid", random_state=None, max_iter=5000,
-                 verbose=False):
+                 verbose=False, devices=None):
         self.C = C
         self.J = J
         self.c = c
@@ -1317,6 +1329,7 @@ class LatentSVM(LatentEstimator):
         self.random_state = random_state
         self.max_iter = max_iter
         self.verbose = verbose
+        self.devices = devices
 
     def _check_params(self):
         super()._check_params()
