@@ -8,19 +8,19 @@ import json
 import sys
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
 
-jax.config.update("jax_num_cpu_devices", 4)
-
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
-
-import jaxrank  # noqa: E402
-from jaxrank.models import APModel, ItemProblem, design  # noqa: E402
-from jaxrank.solvers import fit_many  # noqa: E402
+import jaxrank
+from jaxrank.models import APModel, ItemProblem, design
+from jaxrank.solvers import fit_many
 
 
 def main():
+    # Here, not at import: the test suite imports every module (doctests), and
+    # the setting would give the whole test process 4 devices.
+    jax.config.update("jax_num_cpu_devices", 4)
     out = {"devices": len(jax.devices())}
     rng = np.random.default_rng(0)
     n, d = 601, 10
