@@ -1,6 +1,6 @@
-"""Worker of tests/test_data_parallel.py: problems x samples grids on 4 CPU devices.
+"""Worker of tests/test_data_parallel.py: problems x samples grids on 6 CPU devices.
 
-Run as ``python tests/grid_worker.py``; prints one JSON line. JAX must see 4
+Run as ``python tests/grid_worker.py``; prints one JSON line. JAX must see 6
 devices before its first computation, so this runs in its own process.
 """
 
@@ -19,8 +19,8 @@ from jaxrank.solvers import fit_many
 
 def main():
     # Here, not at import: the test suite imports every module (doctests), and
-    # the setting would give the whole test process 4 devices.
-    jax.config.update("jax_num_cpu_devices", 4)
+    # the setting would give the whole test process 6 devices.
+    jax.config.update("jax_num_cpu_devices", 6)
     out = {"devices": len(jax.devices())}
     rng = np.random.default_rng(0)
     n, d = 601, 10
@@ -43,7 +43,8 @@ def main():
                      [(one, "objective"), (one, "dual"), (one, "converged")]}
     out["driver_grid"] = {k: np.asarray(getattr(two, k)).tolist() for k in
                           ("objective", "dual", "converged")}
-    # 2. Estimators: devices=4 with 2 tasks -> a 2 x 2 grid, rows padded to a multiple of 2.
+    # 2. Estimators: devices=6 with 2 tasks -> a 2 x 3 grid, the 601 rows padded to a
+    # multiple of 3 (not of 2: the rows are split over a grid row's 3 devices only).
     placed = []
     put = jax.device_put
 
@@ -58,7 +59,7 @@ def main():
         placed.clear()
         jax.device_put = spy
         try:
-            b = cls(C=C, tol=1e-5, devices=4).fit(X, Y)
+            b = cls(C=C, tol=1e-5, devices=6).fit(X, Y)
         finally:
             jax.device_put = put
         meshes = [tuple(s.mesh.shape.items()) for s in placed if isinstance(s, NamedSharding)]

@@ -180,14 +180,14 @@ def test_estimator_devices_errors_and_save(tmp_path):
     np.testing.assert_array_equal(loaded.decision_function(X), m.decision_function(X))
 
 
-def test_problems_by_samples_grid_on_four_devices():
-    """4 CPU devices (own process), 2 tasks: a 2 x 2 problems x samples grid.
+def test_problems_by_samples_grid_on_six_devices():
+    """6 CPU devices (own process), 2 tasks: problems x samples grids.
 
-    The batched driver on a grid (each row of the grid runs a queue of
-    problems on rows sharded over its devices) and ``devices=4`` of every
-    estimator with ``fit(X, Y)`` of 2 tasks (the estimator pads the 601 rows to
-    a multiple of 2 and builds the grid itself) reach the one-device optima
-    within the certified gaps.
+    The batched driver on a 2 x 2 grid (each row of the grid runs a queue of
+    problems on rows sharded over its devices) and ``devices=6`` of every
+    estimator with ``fit(X, Y)`` of 2 tasks (a 2 x 3 grid: the estimator pads
+    the 601 rows to a multiple of 3 and builds the grid itself) reach the
+    one-device optima within the certified gaps.
     """
     import json
 
@@ -199,7 +199,7 @@ def test_problems_by_samples_grid_on_four_devices():
                        timeout=900, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    assert out["devices"] == 4
+    assert out["devices"] == 6
 
     def close(one, two):
         (o1, d1, c1), (o2, d2, c2) = one, two
@@ -213,6 +213,6 @@ def test_problems_by_samples_grid_on_four_devices():
     close(*([r[k] for k in ("objective", "dual", "converged")] for r in drv))
     for name in names:
         r = out[name]
-        assert [["devices", 2], ["samples", 2]] in r["meshes"], (name, r["meshes"])
+        assert [["devices", 2], ["samples", 3]] in r["meshes"], (name, r["meshes"])
         gap = close(r["one"], r["grid"])
         assert r["coef_diff"] <= 2 * np.sqrt(2 * gap.max()) + 1e-4, name

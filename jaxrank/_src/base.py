@@ -323,16 +323,18 @@ def shard_rows(data, devices):
 
     if data.sparse:
         raise ValueError("shard_rows needs a dense design; got a sparse one.")
-    if data.shape[0] % len(devices):
-        raise ValueError(f"{data.shape[0]} rows do not divide over {len(devices)} devices.")
-    grid = np.asarray(devices, dtype=object)
-    if grid.ndim == 2:  # problems x samples: rows replicated over the first axis
-        if data.shape[0] % grid.shape[1]:
-            raise ValueError(f"{data.shape[0]} rows do not divide over {grid.shape[1]} devices.")
-        mesh = Mesh(grid, ("devices", "samples"))
-    else:
-        mesh = Mesh(grid, ("samples",))
+    grid = is_device_grid(devices)  # problems x samples: rows replicated over the first axis
+    k = len(devices[0]) if grid else len(devices)  # devices the rows are split over
+    if data.shape[0] % k:
+        raise ValueError(f"{data.shape[0]} rows do not divide over {k} devices.")
+    mesh = (Mesh(np.asarray(devices, dtype=object), ("devices", "samples")) if grid
+            else Mesh(np.asarray(devices), ("samples",)))
     return Design(jax.device_put(data.X, NamedSharding(mesh, PartitionSpec("samples", None))))
+
+
+def is_device_grid(devices):
+    """Whether ``devices`` is a ``problems x samples`` grid (a tuple of device tuples)."""
+    return isinstance(devices, tuple) and bool(devices) and isinstance(devices[0], tuple)
 
 
 def device_grid(devices, n_problems):
@@ -1170,8 +1172,8 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             res = run_fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
                               callback=_print_progress if self.verbose else None)
             return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], res), {}
-        if not (isinstance(devices, tuple) and devices and isinstance(devices[0], tuple)):
-            devices = resolve_devices(devices)  # (a problems x samples grid is used as is)
+        if not is_device_grid(devices):  # a problems x samples grid is used as is
+            devices = resolve_devices(devices)
         M = C.shape[0]
         batch_size = choose_batch_size(batch_size, M, model.dim(data), len(devices),
                                        model.cache)

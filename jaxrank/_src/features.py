@@ -431,8 +431,9 @@ def _blocked_rmatmul(X, Gt):
     reduction is slow for small ``X`` inside the solver's loop: XLA's CPU
     backend (jax 0.10, YNNPACK fusions) repacks ``X`` on every call, 5x
     slower per iteration on 6,598 x 166 (a latent AP-SVM fit on musk2:
-    53 s -> 8.5 s); at 10^6 + 3 rows both take the same time. The task axis comes first: a ``[k, b, T]``
-    operand made XLA's batched dot 2x slower for ``T = 2``.
+    53 s -> 8.5 s); at 10^6 + 3 rows both take the same time. The task
+    axis comes first: a ``[k, b, T]`` operand made XLA's batched dot 2x
+    slower for ``T = 2``.
     """
     n, d = X.shape
     b = _row_block(n)

@@ -726,13 +726,12 @@ def fit_many(
 
     spec = PartitionSpec("devices")
     data_spec = jax.tree_util.tree_map(lambda _: PartitionSpec(), data)
-    if grid is None:
-        mesh, manual = Mesh(np.asarray(devices[:D]), ("devices",)), {"devices"}
-    else:  # only the problem axis is manual; XLA partitions the samples axis
-        mesh, manual = Mesh(grid, ("devices", "samples")), {"devices"}
+    # Only the problem axis is manual; on a grid XLA partitions the samples axis.
+    mesh = (Mesh(np.asarray(devices[:D]), ("devices",)) if grid is None
+            else Mesh(grid, ("devices", "samples")))
     res = jax.shard_map(
         local, mesh=mesh, in_specs=(spec, spec, spec, spec, data_spec), out_specs=spec,
-        axis_names=manual, check_vma=False,
+        axis_names={"devices"}, check_vma=False,
     )(local_problems, C[deal], count, None if w0 is None else w0[deal], data)
     dest = jnp.where(slot.reshape(per, D).T < M, deal, M).reshape(-1)
     return jax.tree_util.tree_map(
