@@ -27,6 +27,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
 from jaxrank._src import dcd  # no public name yet (see the module docstring)
+from jaxrank._src import native as native_lib
 
 F32 = np.float32
 
@@ -41,8 +42,8 @@ def native():
     """The native path; fails in CI (where setup.py builds it), else skips."""
     if not dcd.native_available():
         if os.environ.get("CI") == "true":
-            pytest.fail(f"native DCD kernel not loaded: {dcd._STATE.get('reason')}")
-        pytest.skip(f"native DCD kernel not loaded: {dcd._STATE.get('reason')}")
+            pytest.fail(f"native DCD kernel not loaded: {native_lib.reason()}")
+        pytest.skip(f"native DCD kernel not loaded: {native_lib.reason()}")
 
 
 @pytest.fixture
@@ -662,7 +663,7 @@ def test_native_kernel_rejects_out_of_range_order(native):
 
 
 def test_missing_library_warns_once_and_falls_back_to_xla(monkeypatch):
-    monkeypatch.setattr(dcd, "_STATE", {})
+    monkeypatch.setattr(native_lib, "_STATE", {})
     monkeypatch.setenv("JAXRANK_DCD_LIBRARY", "/nonexistent/_dcd.so")
     X, y, u = problem(m=30)
     with pytest.warns(RuntimeWarning, match="nonexistent"):

@@ -20,7 +20,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "jaxrank"
 # 6 tools on top of the estimators (registry, sweep, io, data, demo).
 LAYERS = {
     "types": 0, "validation": 0,
-    "inference": 1, "metrics": 1,
+    "inference": 1, "metrics": 1, "native": 1,
     "losses": 2,
     "features": 3, "models": 3,
     "solver": 4, "dcd": 4,

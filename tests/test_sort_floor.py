@@ -21,6 +21,7 @@ import reference
 import jaxrank
 from jaxrank._src import aucsvm
 from jaxrank._src import inference as inf
+from jaxrank._src import native
 from jaxrank._src.metrics import _sort_key
 from jaxrank.inference import ap_oracle, auc_oracle
 
@@ -161,8 +162,10 @@ def _run_all():
 
 @pytest.fixture(scope="module")
 def both_paths():
+    # "host" runs the native kernels (rank.c) when the library is built,
+    # "numpy" the NumPy host kernels: both against XLA's lax.sort path.
     res = {}
-    for path in ("xla", "host"):
+    for path in ("xla", "host", "numpy"):
         with jaxrank.inference.sort_path(path):
             res[path] = _run_all()
     return res
@@ -175,24 +178,28 @@ def _assert_same(a, b, what):
         assert x.dtype == y.dtype
 
 
-def test_ap_oracle_host_equals_xla_bitwise(both_paths):
-    xla, host = both_paths["xla"], both_paths["host"]
+@pytest.mark.parametrize("host_path", ["host", "numpy"])
+def test_ap_oracle_host_equals_xla_bitwise(both_paths, host_path):
+    xla, host = both_paths["xla"], both_paths[host_path]
     keys = [k for k in xla if k[0] == "ap"]
     assert len(keys) == len(AP_BIG) + len(inf.METHODS) * len(AP_SMALL)
     for k in keys:
         _assert_same(host[k], xla[k], k)
 
 
-def test_auc_oracle_host_equals_xla_bitwise(both_paths):
-    xla, host = both_paths["xla"], both_paths["host"]
+@pytest.mark.parametrize("host_path", ["host", "numpy"])
+def test_auc_oracle_host_equals_xla_bitwise(both_paths, host_path):
+    xla, host = both_paths["xla"], both_paths[host_path]
     for i in range(len(AUC_BIG)):
         _assert_same(host["auc", i], xla["auc", i], ("auc", i))
 
 
 @pytest.mark.parametrize("name", ["ap", "auc"])
 def test_vmap_host_equals_xla_and_unbatched_rows(both_paths, name):
-    _assert_same(both_paths["host"][f"{name}_vmap"], both_paths["xla"][f"{name}_vmap"], name)
-    for path in ("xla", "host"):
+    for host_path in ("host", "numpy"):
+        _assert_same(both_paths[host_path][f"{name}_vmap"], both_paths["xla"][f"{name}_vmap"],
+                     (name, host_path))
+    for path in ("xla", "host", "numpy"):
         # One batched call solves each row: the same loss and objective as the
         # unbatched call. (Not bitwise: XLA orders batched float work
         # differently, and where two delta values of the AP oracle tie within
@@ -252,8 +259,34 @@ def test_host_path_matches_brute_force_on_tiny_lists():
 
 
 def _has_callback(fn, *args):
+    """The program calls a host kernel: a NumPy callback or a native FFI call."""
     text = str(jax.make_jaxpr(fn)(*args))
-    return "buffer_callback" in text or "pure_callback" in text
+    return any(k in text for k in ("buffer_callback", "pure_callback", "jaxrank_ap_layout",
+                                   "jaxrank_auc_counts"))
+
+
+def _native_built():
+    """The native library is loaded; with CI=true it must be (pip install builds it)."""
+    if native.available():
+        return True
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"native kernels not loaded: {native.reason()}")
+    return False
+
+
+def test_host_path_runs_the_native_kernels_when_built():
+    if not _native_built():
+        pytest.skip(f"native kernels not loaded: {native.reason()}")
+    n = inf._HOST_MIN_LEN
+    a = (jnp.zeros((n,), jnp.float32), jnp.arange(n) % 7 == 0, jnp.ones((n,), bool))
+    ap = functools.partial(ap_oracle, kp=n // 4)
+    for path, want, other in (("host", "jaxrank_ap_layout", "pure_callback"),
+                              ("numpy", "pure_callback", "jaxrank_ap_layout")):
+        with jaxrank.inference.sort_path(path):
+            for fn in (ap, auc_oracle):
+                text = str(jax.make_jaxpr(fn)(*a))
+                assert (want in text or want.replace("ap_layout", "auc_counts") in text)
+                assert other not in text and other.replace("ap_layout", "auc_counts") not in text
 
 
 def test_path_switch_reaches_the_program():
@@ -283,6 +316,7 @@ _BUFFER_SCRIPT = """
 import numpy as np, jax, jax.numpy as jnp
 import jaxrank
 from jaxrank._src import inference as inf
+from jaxrank._src import native
 from jaxrank.inference import ap_oracle, auc_oracle
 rng = np.random.default_rng(7)
 n = 40000
@@ -290,10 +324,10 @@ s = jnp.asarray((np.round(rng.standard_normal(n) * 8) / 8).astype(np.float32))
 y = jnp.asarray(rng.random(n) < 0.005)
 w = jnp.asarray(rng.random(n) < 0.97)
 out = {}
-for api, path in (("pure", "xla"), ("buffer", "host")):
+for api, path in (("pure", "xla"), ("buffer", "numpy")):
     inf._CALLBACK = api
     with jaxrank.inference.sort_path(path):
-        if path == "host":
+        if path == "numpy":
             assert "buffer_callback" in str(jax.make_jaxpr(auc_oracle)(s, y, w))
         out[api] = [np.asarray(x) for r in (ap_oracle(s, y, w, kp=256), auc_oracle(s, y, w),
                                              jax.vmap(auc_oracle)(s[None], y[None], w[None]))
@@ -324,10 +358,42 @@ def test_apsvm_fit_is_the_same_on_both_paths():
     X = rng.standard_normal((3000, 8)).astype(np.float32)
     y = (X[:, 0] + 0.8 * rng.standard_normal(3000) > 1.2).astype(int)
     fits = {}
-    for path in ("xla", "host"):
+    for path in ("xla", "host", "numpy"):
         with jaxrank.inference.sort_path(path):
             fits[path] = jaxrank.APSVM(C=10.0).fit(X, y)
-    a, b = fits["xla"], fits["host"]
-    assert a.n_iter_ == b.n_iter_ > 1
-    np.testing.assert_array_equal(a.coef_, b.coef_)
-    assert a.objective_ == b.objective_
+    a = fits["xla"]
+    for b in (fits["host"], fits["numpy"]):
+        assert a.n_iter_ == b.n_iter_ > 1
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+        assert a.objective_ == b.objective_
+
+
+@pytest.mark.parametrize("kind", ["extremes", "one_value", "two_positives"])
+def test_host_kernels_on_extreme_keys_equal_xla(kind):
+    # The radix sorts and the radix select of rank.c on keys at the ends of
+    # the int32 range (+-3e38, +-1e37, denormals, -0.0 and 0.0), on a
+    # list where every score is equal (every radix pass skipped), and with
+    # only two positives (the head rows j < P are a single row).
+    rng = np.random.default_rng(11)
+    n = 9000
+    if kind == "one_value":
+        s = np.full(n, 0.25, np.float32)
+    else:
+        s = rng.standard_normal(n).astype(np.float32)
+        # finite (the public oracles reject non-finite scores), with
+        # differences that stay finite: keys near both ends of the range
+        pick = rng.choice(n, 400, replace=False)
+        ext = np.array([1e37, -1e37, 3e38, -3e38, 1e-45, -1e-45, 0.0, -0.0], np.float32)
+        s[pick] = rng.choice(ext[[0, 1, 4, 5, 6, 7]], 400)
+        s[pick[:2]] = ext[2:4]  # one each: their difference with 1e37 stays finite
+    y = np.zeros(n, bool)
+    y[rng.choice(n, 2 if kind == "two_positives" else 300, replace=False)] = True
+    w = rng.random(n) < 0.98
+    args = (jnp.asarray(s), jnp.asarray(y), jnp.asarray(w))
+    res = {}
+    for path in ("xla", "host", "numpy"):
+        with jaxrank.inference.sort_path(path):
+            res[path] = (_np(ap_oracle(*args, kp=512)), _np(auc_oracle(*args)))
+    for path in ("host", "numpy"):
+        for a, b in zip(res[path], res["xla"]):
+            _assert_same(a, b, (kind, path))

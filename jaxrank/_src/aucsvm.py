@@ -35,8 +35,10 @@ from jaxrank._src.inference import (
     _layout,
     _masked_scores,
     _nan_if_nan_scores,
+    _native_host,
     _np_argsort,
 )
+from jaxrank._src import native
 from jaxrank._src.metrics import _sort_key
 from jaxrank._src.models import Model
 from jaxrank._src.types import Violation
@@ -162,8 +164,19 @@ def _auc_counts_rows(outs, key, qm, qp, pos, neg):
 
 
 def _auc_counts_host(key, qm, qp, pos, neg):
-    """Host path of :func:`_auc_counts` (a host callback; any batch axes)."""
+    """Host path of :func:`_auc_counts` (any batch axes).
+
+    The native kernel ``jaxrank_auc_counts`` (``rank.c``, an XLA FFI call on
+    XLA's own buffers) when the library is loaded, else a NumPy host callback
+    (:func:`_auc_counts_rows`); both give the integers of the XLA path.
+    """
     n = key.shape[-1]
+    if _native_host():
+        ops = (key, qm, qp, pos, neg)
+        shapes = (jax.ShapeDtypeStruct((n,), jnp.int32),) * 2 + (
+            jax.ShapeDtypeStruct((5 * n,), jnp.int32),)  # workspace
+        res = jax.ffi.ffi_call("jaxrank_auc_counts", shapes, vmap_method="expand_dims")(*ops)
+        return native._vary_results(tuple(res[:2]), ops)
 
     def host(outs, *args):
         B = int(np.prod(args[0].shape[:-1]))

@@ -57,7 +57,7 @@
 #define DCD_EXPORT __attribute__((visibility("default")))
 #endif
 
-#define DCD_ABI_VERSION 1
+#define DCD_ABI_VERSION 2
 /* liblinear's threshold below which a projected gradient counts as zero. */
 #define DCD_PG_ZERO 1.0e-12
 
@@ -395,146 +395,8 @@ static void random_order(uint64_t seed, int64_t m, int32_t *out) {
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* XLA FFI glue                                                             */
-/* ------------------------------------------------------------------------ */
+#include "ffi_glue.h"
 
-#define MAX_BATCH_RANK 8
-
-static XLA_FFI_Error *ffi_error(const XLA_FFI_Api *api, XLA_FFI_Error_Code code,
-                                const char *msg) {
-    XLA_FFI_Error_Create_Args a;
-    memset(&a, 0, sizeof(a));
-    a.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
-    a.extension_start = NULL;
-    a.message = msg;
-    a.errc = code;
-    return api->XLA_FFI_Error_Create(&a);
-}
-
-/* Answers XLA's metadata query (API version of the header we built with).
- * Returns 1 if the call frame was such a query. */
-static int metadata_query(XLA_FFI_CallFrame *cf) {
-    XLA_FFI_Extension_Base *ext = cf->extension_start;
-    if (ext == NULL || ext->type != XLA_FFI_Extension_Metadata) return 0;
-    XLA_FFI_Metadata *md = ((XLA_FFI_Metadata_Extension *)ext)->metadata;
-    md->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
-    md->api_version.extension_start = NULL;
-    md->api_version.major_version = XLA_FFI_API_MAJOR;
-    md->api_version.minor_version = XLA_FFI_API_MINOR;
-    md->traits = 0;
-    if (md->struct_size >= offsetof(XLA_FFI_Metadata, state_type_id) + sizeof(XLA_FFI_TypeId))
-        md->state_type_id.type_id = 0;
-    return 1;
-}
-
-typedef struct {
-    char *data;
-    int64_t core_rank;
-    const int64_t *core_dims;
-    int64_t stride[MAX_BATCH_RANK]; /* bytes per batch index; 0 = broadcast */
-} bview;
-
-typedef struct {
-    const XLA_FFI_Api *api;
-    int64_t rank;                  /* batch rank R */
-    int64_t bdims[MAX_BATCH_RANK]; /* full batch shape */
-    int64_t nbatch;
-    char msg[256];
-} bctx;
-
-static size_t dtype_size(XLA_FFI_DataType t) {
-    switch (t) {
-    case XLA_FFI_DataType_PRED: case XLA_FFI_DataType_S8: case XLA_FFI_DataType_U8: return 1;
-    case XLA_FFI_DataType_F32: case XLA_FFI_DataType_S32: case XLA_FFI_DataType_U32: return 4;
-    case XLA_FFI_DataType_F64: case XLA_FFI_DataType_S64: case XLA_FFI_DataType_U64: return 8;
-    default: return 0;
-    }
-}
-
-/* Views buffer `buf` (name for messages) with `core_rank` trailing axes and
- * dtype `dt`; its leading axes must be 1 or the full batch shape. */
-static int view(bctx *c, XLA_FFI_Buffer *buf, const char *name, int64_t core_rank,
-                XLA_FFI_DataType dt, bview *v) {
-    if (buf->dtype != dt) {
-        snprintf(c->msg, sizeof c->msg, "%s: dtype code %d, expected %d", name,
-                 (int)buf->dtype, (int)dt);
-        return 1;
-    }
-    if (buf->rank != c->rank + core_rank) {
-        snprintf(c->msg, sizeof c->msg, "%s: rank %lld, expected %lld", name,
-                 (long long)buf->rank, (long long)(c->rank + core_rank));
-        return 1;
-    }
-    int64_t core = (int64_t)dtype_size(dt);
-    for (int64_t k = c->rank; k < buf->rank; k++) core *= buf->dims[k];
-    int64_t s = core;
-    for (int64_t k = c->rank - 1; k >= 0; k--) {
-        const int64_t n = buf->dims[k];
-        if (n != 1 && n != c->bdims[k]) {
-            snprintf(c->msg, sizeof c->msg, "%s: batch axis %lld has size %lld, expected 1 or %lld",
-                     name, (long long)k, (long long)n, (long long)c->bdims[k]);
-            return 1;
-        }
-        v->stride[k] = n == 1 ? 0 : s;
-        s *= n;
-    }
-    v->data = (char *)buf->data;
-    v->core_rank = core_rank;
-    v->core_dims = buf->dims + c->rank;
-    return 0;
-}
-
-static void *at(const bctx *c, const bview *v, int64_t b) {
-    int64_t off = 0;
-    for (int64_t k = c->rank - 1; k >= 0; k--) {
-        const int64_t i = b % c->bdims[k];
-        b /= c->bdims[k];
-        off += i * v->stride[k];
-    }
-    return v->data + off;
-}
-
-/* Full batch shape from an output buffer with `core_rank` trailing axes. */
-static int init_ctx(bctx *c, XLA_FFI_CallFrame *cf, int64_t out_index, int64_t core_rank) {
-    c->api = cf->api;
-    c->msg[0] = 0;
-    XLA_FFI_Buffer *out = (XLA_FFI_Buffer *)cf->rets.rets[out_index];
-    c->rank = out->rank - core_rank;
-    if (c->rank < 0 || c->rank > MAX_BATCH_RANK) {
-        snprintf(c->msg, sizeof c->msg, "unsupported batch rank %lld", (long long)c->rank);
-        return 1;
-    }
-    c->nbatch = 1;
-    for (int64_t k = 0; k < c->rank; k++) {
-        c->bdims[k] = out->dims[k];
-        c->nbatch *= out->dims[k];
-    }
-    return 0;
-}
-
-static int64_t attr_int(XLA_FFI_CallFrame *cf, const char *name, int64_t dflt) {
-    const size_t len = strlen(name);
-    for (int64_t i = 0; i < cf->attrs.size; i++) {
-        const XLA_FFI_ByteSpan *nm = cf->attrs.names[i];
-        if (nm->len != len || memcmp(nm->ptr, name, len) != 0) continue;
-        if (cf->attrs.types[i] != XLA_FFI_AttrType_SCALAR) return dflt;
-        const XLA_FFI_Scalar *s = (const XLA_FFI_Scalar *)cf->attrs.attrs[i];
-        switch (s->dtype) {
-        case XLA_FFI_DataType_S64: return *(const int64_t *)s->value;
-        case XLA_FFI_DataType_S32: return *(const int32_t *)s->value;
-        case XLA_FFI_DataType_U32: return *(const uint32_t *)s->value;
-        case XLA_FFI_DataType_U64: return (int64_t)*(const uint64_t *)s->value;
-        default: return dflt;
-        }
-    }
-    return dflt;
-}
-
-#define ARG(i) ((XLA_FFI_Buffer *)cf->args.args[(i)])
-#define RET(i) ((XLA_FFI_Buffer *)cf->rets.rets[(i)])
-#define FAIL(code) return ffi_error(cf->api, (code), c.msg)
-#define CHECK(expr) do { if (expr) FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT); } while (0)
 
 /* Views of the rows: dense X, or CSR indptr/indices/values/ncols. */
 typedef struct {

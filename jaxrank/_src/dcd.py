@@ -75,19 +75,17 @@ Example (BinarySVM's objective ``1/2 ||[w, b]||^2 + C sum_i max(0, 1 - y_i
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import glob
 import operator
-import os
-import threading
-import warnings
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from jaxrank._src import native
+from jaxrank._src.native import _vary, _vary_results, _varying_zero
 
 __all__ = [
     "ActiveSet",
@@ -287,71 +285,13 @@ def _native_sq_norms(rows):
 
 
 # --------------------------------------------------------------------------
-# Native library (XLA FFI targets)
+# Native library (XLA FFI targets; loaded by jaxrank._src.native)
 # --------------------------------------------------------------------------
-
-_TARGETS = (
-    "jaxrank_dcd_epoch_dense",
-    "jaxrank_dcd_epoch_csr",
-    "jaxrank_row_dots_dense",
-    "jaxrank_row_dots_csr",
-    "jaxrank_sq_norms_dense",
-    "jaxrank_sq_norms_csr",
-    "jaxrank_random_order",
-)
-_ABI_VERSION = 1
-_LOCK = threading.Lock()
-_STATE: dict = {}
-
-
-def _library_path():
-    here = os.path.dirname(os.path.abspath(__file__))
-    hits = sorted(
-        glob.glob(os.path.join(here, "_dcd*.so"))
-        + glob.glob(os.path.join(here, "_dcd*.pyd"))
-        + glob.glob(os.path.join(here, "_dcd*.dylib"))
-    )
-    return hits[0] if hits else None
 
 
 def _load_native():
-    """Loads the library and registers its FFI targets; returns it or None."""
-    with _LOCK:
-        if "lib" in _STATE:
-            return _STATE["lib"]
-        lib, reason = None, None
-        path = os.environ.get("JAXRANK_DCD_LIBRARY") or _library_path()
-        if os.environ.get("JAXRANK_DISABLE_NATIVE", "") not in ("", "0"):
-            reason = "JAXRANK_DISABLE_NATIVE is set"
-        elif path is None:
-            reason = (
-                "the compiled kernel jaxrank/_src/_dcd*.so is missing (build it with "
-                "`pip install .`, or `python setup.py build_ext --inplace` in a checkout)"
-            )
-        else:
-            try:
-                cand = ctypes.CDLL(path)
-                cand.jaxrank_dcd_abi_version.restype = ctypes.c_int
-                version = cand.jaxrank_dcd_abi_version()
-                if version != _ABI_VERSION:
-                    raise OSError(f"ABI version {version}, expected {_ABI_VERSION}")
-                for name in _TARGETS:
-                    jax.ffi.register_ffi_target(
-                        name, jax.ffi.pycapsule(getattr(cand, name)), platform="cpu"
-                    )
-                lib = cand
-            except Exception as e:  # noqa: BLE001 - any failure: use the XLA path
-                reason = f"loading {path} failed: {type(e).__name__}: {e}"
-        if lib is None:
-            warnings.warn(
-                f"jaxrank DCD kernel: native CPU kernel unavailable ({reason}); "
-                "using the XLA lax loop path (4-30x slower per coordinate).",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        _STATE["lib"] = lib
-        _STATE["reason"] = reason
-        return lib
+    """The native library (:func:`jaxrank._src.native.load`), or None."""
+    return native.load()
 
 
 def native_available() -> bool:
@@ -743,34 +683,6 @@ def _below(r, n):
     p00, p10, p01, p11 = a0 * b0, a1 * b0, a0 * b1, a1 * b1
     cross = (p00 >> 16) + (p10 & mask) + (p01 & mask)
     return p11 + (p10 >> 16) + (p01 >> 16) + (cross >> 16)
-
-
-def _varying_zero(*trees):
-    """A float32 zero that depends on every leaf (for loop carries under ``shard_map``).
-
-    Inside ``shard_map`` (with ``check_vma``) every loop carry must vary over the
-    same mesh axes as the values the loop body mixes into it; deriving all
-    initial carries from this zero gives them the union of the inputs' axes.
-    XLA folds it away.
-    """
-    z = jnp.zeros((), _F32)
-    for leaf in jax.tree.leaves(trees):
-        if jnp.size(leaf):
-            z = z + jnp.where(False, jnp.ravel(leaf)[0], 0).astype(_F32)
-    return z
-
-
-def _vary_results(results, operands):
-    """FFI results with the varying mesh axes of the operands (``ffi_call`` drops them)."""
-    zero = _varying_zero(operands)
-    return jax.tree.map(lambda r: _vary(r, zero), results)
-
-
-def _vary(x, zero):
-    """``x`` with the varying axes of ``zero`` (value unchanged)."""
-    if x.dtype == jnp.bool_:
-        return x | (zero != 0)
-    return x + zero.astype(x.dtype)
 
 
 def _xla_epoch(w, alpha, rows, labels, upper, order, sqn, driver, *, n_epochs):

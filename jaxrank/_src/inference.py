@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxrank._src import native
 from jaxrank._src.metrics import _sort_key
 from jaxrank._src.types import Violation
 
@@ -131,20 +132,24 @@ def sort_path(path):
     Every sort of the AP oracles (Algorithms 1-3 of Mohapatra et al. 2014)
     and of the ROC-area oracle sorts order-preserving int32 keys of the
     scores. ``"auto"`` (the default outside this context): on a CPU backend,
-    sorts of at least a few thousand entries run as NumPy host kernels
-    through ``jax.pure_callback`` (XLA's CPU sort is several times slower
-    than NumPy's), shorter ones and every other platform as XLA's
-    ``lax.sort``; ``"xla"``: XLA everywhere (programs without host
+    the integer stages of lists of at least a few thousand entries run as
+    host kernels (XLA's CPU sort is several times slower than a radix sort):
+    jaxrank's native kernels (``rank.c``, XLA FFI calls on XLA's own
+    buffers) when its compiled library is present, else NumPy through
+    ``jax.pure_callback``; shorter lists and every other platform use XLA's
+    ``lax.sort``. ``"xla"``: XLA everywhere (programs without host
     callbacks, which JAX's persistent compilation cache can keep);
-    ``"host"``: the host kernels on every platform. The results are bitwise
-    identical on every path; only speed and cacheability differ.
+    ``"host"``: the host kernels on every platform; ``"numpy"``: the NumPy
+    host kernels even when the native ones are present (a reference for
+    tests and benchmarks). The results are bitwise identical on every path;
+    only speed and cacheability differ.
 
     The choice is read when a program is traced, so JAX's in-memory caches
     are cleared on entry and on exit (programs compile again). Not
     thread-safe.
 
     Args:
-        path: ``"auto"``, ``"xla"`` or ``"host"`` (str).
+        path: ``"auto"``, ``"xla"``, ``"host"`` or ``"numpy"`` (str).
 
     Raises:
         ValueError: an unknown ``path``.
@@ -155,8 +160,8 @@ def sort_path(path):
             model = jaxrank.APSVM(C=10.0).fit(X, y)
     """
     global _SORT_PATH
-    if path not in ("auto", "xla", "host"):
-        raise ValueError(f"path must be 'auto', 'xla' or 'host'; got {path!r}.")
+    if path not in ("auto", "xla", "host", "numpy"):
+        raise ValueError(f"path must be 'auto', 'xla', 'host' or 'numpy'; got {path!r}.")
     old = _SORT_PATH
     _SORT_PATH = path
     jax.clear_caches()
@@ -210,9 +215,18 @@ def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
     min_len = max(_HOST_MIN_LEN if min_len is None else min_len, _host_min_floor)
     if path == "xla" or wide or (path == "auto" and length < min_len):
         return xla_fn(*args)
-    if path == "host":
+    if path in ("host", "numpy"):
         return host_fn(*args)
     return lax.platform_dependent(*args, cpu=host_fn, default=xla_fn)
+
+
+def _native_host():
+    """True if the host path runs the native kernels (``rank.c``), not NumPy.
+
+    Read at trace time: the library is loaded (:mod:`jaxrank._src.native`)
+    and :func:`sort_path` is not ``"numpy"``.
+    """
+    return _SORT_PATH != "numpy" and native.load() is not None
 
 
 def _key_max(dtype):
@@ -836,8 +850,23 @@ def _ap_layout_rows(outs, ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh)
 
 
 def _ap_layout_host(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
-    """Host path of :func:`_ap_layout` (a host callback; any batch axes)."""
+    """Host path of :func:`_ap_layout` (any batch axes).
+
+    The native kernel ``jaxrank_ap_layout`` (``rank.c``, an XLA FFI call on
+    XLA's own buffers) when the library is loaded, else a NumPy host callback
+    (:func:`_ap_layout_rows`); both give the integers of the XLA path.
+    """
     n = ak.shape[-1]
+    if _native_host():
+        ops = (ak, pos_valid, neg_valid, tkd, P_, N)
+        shapes = (jax.ShapeDtypeStruct((kp,), ak.dtype), jax.ShapeDtypeStruct((kp,), jnp.int32),
+                  jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((n,), ak.dtype),
+                  jax.ShapeDtypeStruct((n,), jnp.int32),
+                  jax.ShapeDtypeStruct((2 * n,), jnp.int32))  # workspace
+        res = jax.ffi.ffi_call("jaxrank_ap_layout", shapes, vmap_method="expand_dims")(
+            *ops, kh=np.int64(kh), select=np.int64(len(caps) > 1),
+            niter=np.int64(_num_bisections(n + 1)))
+        return native._vary_results(tuple(res[:5]), ops)
     t_len = tkd.shape[-1]
 
     def host(outs, ak, pos_valid, neg_valid, tkd, P_, N):
@@ -908,9 +937,20 @@ def _ap_expand_rows(outs, J, opt_head, m, src, neg_valid, P, N, *, kp):
 
 
 def _ap_expand_host(J, opt_head, m, src, neg_valid, P, N, *, kp):
-    """Host path of :func:`_ap_expand` (a host callback; any batch axes)."""
+    """Host path of :func:`_ap_expand` (any batch axes).
+
+    The native kernel ``jaxrank_ap_expand`` (``rank.c``, an XLA FFI call)
+    when the library is loaded, else a NumPy host callback
+    (:func:`_ap_expand_rows`); both give the integers of the XLA path.
+    """
     n = src.shape[-1]
     kh = opt_head.shape[-1]
+    if _native_host():
+        ops = (J, opt_head, m, src, neg_valid, P, N)
+        shapes = (jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((kp,), jnp.int32),
+                  jax.ShapeDtypeStruct((n + kp + 4,), jnp.int32))  # workspace
+        res = jax.ffi.ffi_call("jaxrank_ap_expand", shapes, vmap_method="expand_dims")(*ops)
+        return native._vary_results(tuple(res[:2]), ops)
 
     def host(outs, J, opt_head, m, src, neg_valid, P, N):
         batch = src.shape[:-1]

@@ -1,0 +1,131 @@
+"""jaxrank's native CPU kernels: loading the library and registering its FFI targets.
+
+One shared library, ``jaxrank/_src/_dcd<EXT_SUFFIX>`` (built by ``setup.py``
+from ``dcd.c`` and ``rank.c``; plain C, no Python API), holds every native
+kernel: the dual coordinate descent passes of :mod:`jaxrank._src.dcd` and the
+integer stages of the ranking oracles (sorts, selective-ranking candidates,
+swap counts) of :mod:`jaxrank._src.inference` and the ROC-area SVM. It is
+loaded with ``ctypes`` on first use and its XLA FFI targets are registered for
+the CPU platform; :func:`load` returns it, or ``None`` (with one
+``RuntimeWarning`` giving the reason) when it is missing, was built for
+another ABI version, or ``JAXRANK_DISABLE_NATIVE`` is set. Callers then take
+their XLA (or NumPy) path, which computes the same results.
+
+``JAXRANK_DCD_LIBRARY`` overrides the library path (tests).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+_TARGETS = (
+    "jaxrank_dcd_epoch_dense",
+    "jaxrank_dcd_epoch_csr",
+    "jaxrank_row_dots_dense",
+    "jaxrank_row_dots_csr",
+    "jaxrank_sq_norms_dense",
+    "jaxrank_sq_norms_csr",
+    "jaxrank_random_order",
+    "jaxrank_ap_layout",
+    "jaxrank_ap_expand",
+    "jaxrank_auc_counts",
+)
+_ABI_VERSION = 2
+_LOCK = threading.Lock()
+_STATE: dict = {}
+
+
+def _library_path():
+    here = os.path.dirname(os.path.abspath(__file__))
+    hits = sorted(
+        glob.glob(os.path.join(here, "_dcd*.so"))
+        + glob.glob(os.path.join(here, "_dcd*.pyd"))
+        + glob.glob(os.path.join(here, "_dcd*.dylib"))
+    )
+    return hits[0] if hits else None
+
+
+def load():
+    """Loads the library and registers its FFI targets; returns it or None."""
+    with _LOCK:
+        if "lib" in _STATE:
+            return _STATE["lib"]
+        lib, reason = None, None
+        path = os.environ.get("JAXRANK_DCD_LIBRARY") or _library_path()
+        if os.environ.get("JAXRANK_DISABLE_NATIVE", "") not in ("", "0"):
+            reason = "JAXRANK_DISABLE_NATIVE is set"
+        elif path is None:
+            reason = (
+                "the compiled kernel jaxrank/_src/_dcd*.so is missing (build it with "
+                "`pip install .`, or `python setup.py build_ext --inplace` in a checkout)"
+            )
+        else:
+            try:
+                cand = ctypes.CDLL(path)
+                cand.jaxrank_dcd_abi_version.restype = ctypes.c_int
+                version = cand.jaxrank_dcd_abi_version()
+                if version != _ABI_VERSION:
+                    raise OSError(f"ABI version {version}, expected {_ABI_VERSION}")
+                for name in _TARGETS:
+                    jax.ffi.register_ffi_target(
+                        name, jax.ffi.pycapsule(getattr(cand, name)), platform="cpu"
+                    )
+                lib = cand
+            except Exception as e:  # noqa: BLE001 - any failure: use the XLA path
+                reason = f"loading {path} failed: {type(e).__name__}: {e}"
+        if lib is None:
+            warnings.warn(
+                f"jaxrank: native CPU kernel unavailable ({reason}); using the XLA "
+                "and NumPy paths (DCD: the XLA lax loop path, 4-30x slower per "
+                "coordinate; oracle sorts: NumPy host kernels).",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        _STATE["lib"] = lib
+        _STATE["reason"] = reason
+        return lib
+
+
+def available() -> bool:
+    """True if the native CPU library is loaded (loads it on first call)."""
+    return load() is not None
+
+
+def reason():
+    """Why the library is not loaded (``None`` if it is, or was not tried yet)."""
+    return _STATE.get("reason")
+
+
+def _varying_zero(*trees):
+    """A float32 zero that depends on every leaf (for loop carries under ``shard_map``).
+
+    Inside ``shard_map`` (with ``check_vma``) every loop carry must vary over the
+    same mesh axes as the values the loop body mixes into it; deriving all
+    initial carries from this zero gives them the union of the inputs' axes.
+    XLA folds it away.
+    """
+    z = jnp.zeros((), jnp.float32)
+    for leaf in jax.tree.leaves(trees):
+        if jnp.size(leaf):
+            z = z + jnp.where(False, jnp.ravel(leaf)[0], 0).astype(jnp.float32)
+    return z
+
+
+def _vary_results(results, operands):
+    """FFI results with the varying mesh axes of the operands (``ffi_call`` drops them)."""
+    zero = _varying_zero(operands)
+    return jax.tree.map(lambda r: _vary(r, zero), results)
+
+
+def _vary(x, zero):
+    """``x`` with the varying axes of ``zero`` (value unchanged)."""
+    if x.dtype == jnp.bool_:
+        return x | (zero != 0)
+    return x + zero.astype(x.dtype)
