@@ -51,11 +51,12 @@ process and the same timing rounds) is the reference of issue 12's targets
 (10^4, 10^6) untrained and below it when fewer than 10 % of the negatives are
 active (the trained rows); the same for the ROC-area oracle
 (``jaxrank.inference.auc_oracle``, rows ``auc``). On CPU the integer stages
-of both oracles run as NumPy host kernels; the rows ``select [XLA sort
-path]`` and ``auc [XLA sort path]`` force the pure-XLA path (what GPU/TPU
-run) with ``sort_path("xla")``, so the two paths are timed
-side by side;
-their results must be bitwise equal (checked, "host == XLA" below).
+of both oracles run as jaxrank's native kernels (``rank.c``, XLA FFI calls);
+the rows ``select [XLA sort path]`` and ``auc [XLA sort path]`` force the
+pure-XLA path (what GPU/TPU run) with ``sort_path("xla")``, and the rows
+``[NumPy host path]`` the NumPy host kernels (``sort_path("numpy")``, the
+path of an install without a C compiler), so the three paths are timed side
+by side; their results must be bitwise equal (checked, "host == XLA" below).
 
 ``--design`` adds the measurements behind the defaults of the host path:
 host vs XLA ``select`` at small ``n`` (the ``_HOST_MIN_LEN`` crossover),
@@ -204,14 +205,15 @@ def run_cell(P, N, regime, args):
     entries["auc"] = (c, (scores, positive, where), True)
     info["auc"] = {"compile_s": comp}
     if args.xla_path:
-        with sort_path("xla"):
-            kern = functools.partial(ap_oracle, kp=P, method="select")
-            c, comp = aot(kern, scores, positive, where)
-            entries["select [XLA sort path]"] = (c, (scores, positive, where), True)
-            info["select [XLA sort path]"] = {"compile_s": comp}
-            c, comp = aot(auc_oracle, scores, positive, where)
-            entries["auc [XLA sort path]"] = (c, (scores, positive, where), True)
-            info["auc [XLA sort path]"] = {"compile_s": comp}
+        for path, label in (("xla", "XLA sort path"), ("numpy", "NumPy host path")):
+            with sort_path(path):
+                kern = functools.partial(ap_oracle, kp=P, method="select")
+                c, comp = aot(kern, scores, positive, where)
+                entries[f"select [{label}]"] = (c, (scores, positive, where), True)
+                info[f"select [{label}]"] = {"compile_s": comp}
+                c, comp = aot(auc_oracle, scores, positive, where)
+                entries[f"auc [{label}]"] = (c, (scores, positive, where), True)
+                info[f"auc [{label}]"] = {"compile_s": comp}
 
     if args.public:
         # The model's oracle as the solver calls it (S = X w, ItemProblem).
@@ -260,8 +262,10 @@ def run_cell(P, N, regime, args):
         "jnp.sort",
         *METHODS,
         "select [XLA sort path]",
+        "select [NumPy host path]",
         "auc",
         "auc [XLA sort path]",
+        "auc [NumPy host path]",
         "select [public, APModel.oracle]",
         "select [public, eager]",
         "select [public, jit closure]",
@@ -284,7 +288,7 @@ def run_cell(P, N, regime, args):
                 results[name] = out
             elif name not in ("jnp.sort", "np.sort"):
                 hinges[name] = float(out.hinge)
-                if name in METHODS or name == "select [XLA sort path]":
+                if name in METHODS or name.startswith("select ["):
                     results[name] = out
 
     # Active negatives (from select; all methods must agree up to ties).
@@ -304,9 +308,11 @@ def run_cell(P, N, regime, args):
                    if x is not None)
 
     bitwise = {}
-    for name, ref in (("select", "select [XLA sort path]"), ("auc", "auc [XLA sort path]")):
-        if ref in results:
-            bitwise[name] = same(results[name], results[ref])
+    for name, other in (("select", "select [XLA sort path]"), ("auc", "auc [XLA sort path]"),
+                        ("select [NumPy host path]", "select [XLA sort path]"),
+                        ("auc [NumPy host path]", "auc [XLA sort path]")):
+        if name in results and other in results:
+            bitwise[name] = same(results[name], results[other])
 
     # Hinge agreement. The hinge is a maximum over rankings, so a method whose
     # hinge is below the others' returned a ranking that is not most-violated.

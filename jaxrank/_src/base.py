@@ -33,7 +33,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from jaxrank._src import dcd, solver
+from jaxrank._src import dcd, native, solver
 from jaxrank._src.features import (
     IN_PLACE_MIN_ENTRIES,
     Design,
@@ -631,6 +631,9 @@ class ProgramStore:
 
         if not os.path.exists(path):
             return None
+        # A stored program may call jaxrank's native kernels (FFI targets):
+        # register them before XLA loads it (nothing is traced on a hit).
+        native.load()
         try:
             with open(path, "rb") as fh:
                 blob, in_tree, out_tree, ids = pickle.load(fh)

@@ -172,8 +172,8 @@ def sort_path(path):
         jax.clear_caches()
 
 
-# Inside _cacheable_programs(): the host path only from this length. A program
-# with a host callback is never kept in JAX's persistent compilation cache or
+# Inside _cacheable_programs(), without the native kernels: the host path only
+# from this length. A program with a host callback is never kept in JAX's persistent compilation cache or
 # the CLI's program store, so a repeated command would compile it again
 # (about 3-5 s); below 2^16 entries a fit's host sorts save less than that.
 _CACHEABLE_HOST_MIN_LEN = 1 << 16
@@ -184,8 +184,9 @@ _host_min_floor = 0
 def _cacheable_programs():
     """Prefer programs that can be cached on disk (the CLI, with its caches on).
 
-    Sorts shorter than ``_CACHEABLE_HOST_MIN_LEN`` take the XLA path on every
-    platform while the context is active. The results do not depend on the
+    Without the native kernels (whose FFI calls can be stored, unlike the
+    NumPy callbacks), sorts shorter than ``_CACHEABLE_HOST_MIN_LEN`` take the
+    XLA path on every platform while the context is active. The results do not depend on the
     path (bitwise identical), so programs traced outside the context stay
     valid. Read at trace time; not thread-safe.
     """
@@ -212,7 +213,9 @@ def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
     """
     path = _SORT_PATH
     wide = any(jnp.dtype(a.dtype).itemsize > 4 for a in args)
-    min_len = max(_HOST_MIN_LEN if min_len is None else min_len, _host_min_floor)
+    min_len = _HOST_MIN_LEN if min_len is None else min_len
+    if not _native_host():  # the native FFI calls can be cached; callbacks cannot
+        min_len = max(min_len, _host_min_floor)
     if path == "xla" or wide or (path == "auto" and length < min_len):
         return xla_fn(*args)
     if path in ("host", "numpy"):
