@@ -59,7 +59,7 @@ path of an install without a C compiler), so the three paths are timed side
 by side; their results must be bitwise equal (checked, "host == XLA" below).
 
 ``--design`` adds the measurements behind the defaults of the host path:
-host vs XLA ``select`` at small ``n`` (the ``_HOST_MIN_LEN`` crossover),
+host vs XLA ``select`` at small ``n`` (the ``_NATIVE_MIN_LEN`` crossover),
 ``buffer_callback`` vs ``pure_callback``, and the ``vmap_method`` of the
 host kernels under ``vmap`` (as the batched sweep driver uses the oracle).
 
@@ -517,7 +517,7 @@ def design(args):
                   ["np.sort", "select", "auc"], args)
 
     rows = []
-    for n in (512, 1024, 2048, 4096, 8192, 32768):
+    for n in (128, 256, 512, 1024, 2048, 4096, 8192, 32768):
         P = max(n // 10, 1)
         s, y = make_problem(P, n - P, "untrained", args.seed)
         a = (jnp.asarray(s), jnp.asarray(y > 0), jnp.ones((n,), bool))
@@ -530,8 +530,10 @@ def design(args):
             "XLA": (_compiled(auc_oracle, a, "xla"), a, True),
             "host": (_compiled(auc_oracle, a, "host"), a, True),
             "np.sort": (functools.partial(np.sort, s), (), False)}))
-    _design_table("Host vs XLA path by size (crossover for `_HOST_MIN_LEN` = "
-                  f"{_inference._HOST_MIN_LEN})", rows, ["XLA", "host", "np.sort"], args)
+    _design_table("Host vs XLA path by size (crossover: the host path from "
+                  f"`_NATIVE_MIN_LEN` = {_inference._NATIVE_MIN_LEN} entries with the native "
+                  f"kernels, `_HOST_MIN_LEN` = {_inference._HOST_MIN_LEN} with NumPy's)",
+                  rows, ["XLA", "host", "np.sort"], args)
 
     rows = []
     for P, N in ((1000, 100000), (10000, 1000000)):

@@ -69,6 +69,29 @@ def main():
             "grid": [b.objective_.tolist(), b.dual_objective_.tolist(), b.converged_.tolist()],
             "coef_diff": float(np.linalg.norm(a.coef_ - b.coef_, axis=1).max()),
         }
+    # 3. sweep on an explicit 3 x 2 grid (6 fits per C: 2 tasks x 3 folds, dealt to 3
+    # rows; the 601 rows padded to a multiple of 2) against problems only.
+    grid3 = [jax.devices()[2 * i:2 * i + 2] for i in range(3)]
+    kw = dict(Cs=[1.0, 100.0], cv=3, tol=1e-5, return_weights=True)
+    flat = jaxrank.sweep(X, Y, devices=1, **kw)
+    placed.clear()
+    jax.device_put = spy
+    try:
+        sg = jaxrank.sweep(X, Y, devices=grid3, **kw)
+    finally:
+        jax.device_put = put
+    meshes = [tuple(s.mesh.shape.items()) for s in placed if isinstance(s, NamedSharding)]
+    out["sweep"] = {
+        "meshes": [list(map(list, m_)) for m_ in meshes],
+        "one": [flat.objective.ravel().tolist(), flat.dual.ravel().tolist(),
+                flat.converged.ravel().tolist()],
+        "grid": [sg.objective.ravel().tolist(), sg.dual.ravel().tolist(),
+                 sg.converged.ravel().tolist()],
+        "val_ap": [flat.val_ap.ravel().tolist(), sg.val_ap.ravel().tolist()],
+        "best_C": [flat.best_C.tolist(), sg.best_C.tolist()],
+        "refit": [[e.objective_.tolist() for e in r.best_estimators] for r in (flat, sg)],
+        "refit_n_features": [e.n_features_in_ for e in sg.best_estimators],
+    }
     print(json.dumps(out))
 
 

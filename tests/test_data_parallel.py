@@ -187,7 +187,8 @@ def test_problems_by_samples_grid_on_six_devices():
     problems on rows sharded over its devices) and ``devices=6`` of every
     estimator with ``fit(X, Y)`` of 2 tasks (a 2 x 3 grid: the estimator pads
     the 601 rows to a multiple of 3 and builds the grid itself) reach the
-    one-device optima within the certified gaps.
+    one-device optima within the certified gaps; so does ``jaxrank.sweep`` on
+    an explicit 3 x 2 grid (rows padded to a multiple of 2).
     """
     import json
 
@@ -216,3 +217,12 @@ def test_problems_by_samples_grid_on_six_devices():
         assert [["devices", 2], ["samples", 3]] in r["meshes"], (name, r["meshes"])
         gap = close(r["one"], r["grid"])
         assert r["coef_diff"] <= 2 * np.sqrt(2 * gap.max()) + 1e-4, name
+    # sweep on an explicit 3 x 2 grid: the same certified optima as problems
+    # only, so the same validation APs up to the solvers' tolerance.
+    r = out["sweep"]
+    assert [["devices", 3], ["samples", 2]] in r["meshes"], r["meshes"]
+    close(r["one"], r["grid"])
+    np.testing.assert_allclose(*r["val_ap"], atol=0.02)
+    assert r["refit_n_features"] == [10, 10]  # the estimators keep the unpadded X
+    if r["best_C"][0] == r["best_C"][1]:
+        np.testing.assert_allclose(*r["refit"], rtol=1e-3)

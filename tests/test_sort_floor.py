@@ -303,10 +303,15 @@ def test_path_switch_reaches_the_program():
     # minimum lengths on.
     for fn in (ap, auc_oracle):
         assert _has_callback(fn, *a) and "platform_index" in str(jax.make_jaxpr(fn)(*a))
-    small = tuple(x[: inf._HOST_MIN_LEN - 1] for x in a)
+    # (from _NATIVE_MIN_LEN with the native kernels, else the NumPy callbacks' own)
+    small = tuple(x[: inf._host_min_len() - 1] for x in a)
     assert not _has_callback(functools.partial(ap_oracle, kp=16), *small)
-    small = tuple(x[: aucsvm._HOST_MIN_LEN - 1] for x in a)
+    small = tuple(x[: inf._host_min_len(aucsvm._HOST_MIN_LEN) - 1] for x in a)
     assert not _has_callback(auc_oracle, *small)
+    if native.available():
+        at = tuple(x[: inf._NATIVE_MIN_LEN] for x in a)
+        assert _has_callback(functools.partial(ap_oracle, kp=16), *at)
+        assert _has_callback(auc_oracle, *at)
     with pytest.raises(ValueError, match="path"):
         with jaxrank.inference.sort_path("gpu"):
             pass

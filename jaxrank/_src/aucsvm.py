@@ -14,9 +14,10 @@ summed in the float dtype (``P N`` exceeds int32 beyond ``2^31`` pairs).
 
 Scores are compared through order-preserving integer keys
 (:func:`jaxrank._src.metrics._sort_key`), so the sorts are integer sorts; on
-CPU, for lists of at least ``_HOST_MIN_LEN`` items, the counting runs as a
-NumPy host kernel that sorts only the negatives that can be swapped with
-some positive (see :mod:`jaxrank._src.inference`, "Sorting at the floor").
+CPU the counting runs as a host kernel (native ``rank.c`` from 512 items, or
+NumPy from ``_HOST_MIN_LEN``) that sorts only the negatives that can be
+swapped with some positive (see :mod:`jaxrank._src.inference`, "Sorting at
+the floor").
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ from jaxrank._src.models import Model
 from jaxrank._src.types import Violation
 
 
-# Lists shorter than this use the XLA path on CPU too: its two single-operand
-# integer sorts need no index payload and beat a host round trip below
-# 8192-32768 entries (bench/inference.py --design, "Host vs XLA path by size").
+# Without the native kernels, lists shorter than this use the XLA path on CPU
+# too: its two single-operand integer sorts need no index payload and beat a
+# NumPy callback below 8192-32768 entries (bench/inference.py --design, "Host
+# vs XLA path by size", measured before the native kernels).
 _HOST_MIN_LEN = 16384
 
 
@@ -173,10 +175,9 @@ def _auc_counts_host(key, qm, qp, pos, neg):
     n = key.shape[-1]
     if _native_host():
         ops = (key, qm, qp, pos, neg)
-        shapes = (jax.ShapeDtypeStruct((n,), jnp.int32),) * 2 + (
-            jax.ShapeDtypeStruct((5 * n,), jnp.int32),)  # workspace
+        shapes = (jax.ShapeDtypeStruct((n,), jnp.int32),) * 2
         res = jax.ffi.ffi_call("jaxrank_auc_counts", shapes, vmap_method="expand_dims")(*ops)
-        return native._vary_results(tuple(res[:2]), ops)
+        return native._vary_results(tuple(res), ops)
 
     def host(outs, *args):
         B = int(np.prod(args[0].shape[:-1]))

@@ -18,13 +18,17 @@ positive in the most-violated ranking.
 Sorting at the floor (issue 12): scores are sorted as order-preserving
 integer keys, never as floats, and on CPU the integer stages of the AP
 oracle (sorting the positives, selecting and sorting the candidate
-negatives, expanding per-positive cuts into per-negative ranks) run as NumPy
-host kernels through a JAX callback chosen by ``lax.platform_dependent``;
-GPU/TPU programs keep the pure-XLA path. The float arithmetic stays in XLA
-on both paths and the host kernels return the XLA path's integers, so the
-results are bitwise identical (tests/test_sort_floor.py). A program with a
-host callback is not kept in JAX's persistent compilation cache; lists
-shorter than ``_HOST_MIN_LEN`` always take the XLA path.
+negatives, expanding per-positive cuts into per-negative ranks) run as host
+kernels chosen by ``lax.platform_dependent``: jaxrank's native kernels
+(``rank.c``: radix sorts, XLA FFI calls on XLA's own buffers) when its
+compiled library is loaded (:mod:`jaxrank._src.native`), else NumPy through
+a JAX callback. GPU/TPU programs keep the pure-XLA path. The float
+arithmetic stays in XLA on every path and the host kernels return the XLA
+path's integers, so the results are bitwise identical
+(tests/test_sort_floor.py). Lists shorter than :func:`_host_min_len`
+(``_NATIVE_MIN_LEN``, or ``_HOST_MIN_LEN`` for the NumPy callbacks, which
+also keep a program out of JAX's persistent compilation cache) take the XLA
+path.
 """
 
 from __future__ import annotations
@@ -106,6 +110,11 @@ _SORT_PATH = "auto"
 # (host 0.89x) (bench/results/inference.md, "Host vs XLA path by size"; the
 # ROC-area oracle has its own, in aucsvm.py).
 _HOST_MIN_LEN = 8192
+# With the native kernels (rank.c; an FFI call costs about a microsecond, no
+# copies) the host path is faster than XLA's from a few hundred entries: at
+# n = 512 select 0.12 vs 0.26 ms, auc 0.07 vs 0.10 ms (bench/results/
+# inference.md, "Host vs XLA path by size"). Both oracles use this length.
+_NATIVE_MIN_LEN = 512
 # vmap of a host kernel: one callback for the whole batch (the kernels loop
 # over the rows in NumPy); measured against "sequential" in the bench notes.
 _VMAP_METHOD = "broadcast_all"
@@ -199,11 +208,21 @@ def _cacheable_programs():
         _host_min_floor = old
 
 
-def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
-    """``host_fn(*args)`` on CPU for ``length >= min_len``, else ``xla_fn(*args)``.
+def _host_min_len(min_len=None):
+    """Shortest list that takes the host path on CPU (read at trace time).
 
-    ``min_len`` defaults to ``_HOST_MIN_LEN`` (at least
-    ``_CACHEABLE_HOST_MIN_LEN`` inside :func:`_cacheable_programs`).
+    ``_NATIVE_MIN_LEN`` with the native kernels (their FFI calls can also be
+    stored by the compilation caches); else the NumPy callbacks' ``min_len``
+    (default ``_HOST_MIN_LEN``), at least ``_CACHEABLE_HOST_MIN_LEN`` inside
+    :func:`_cacheable_programs`.
+    """
+    if _native_host():
+        return _NATIVE_MIN_LEN
+    return max(_HOST_MIN_LEN if min_len is None else min_len, _host_min_floor)
+
+
+def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
+    """``host_fn(*args)`` on CPU for ``length >= _host_min_len(min_len)``, else ``xla_fn(*args)``.
 
     The choice is static (trace time) except for the platform, which
     ``lax.platform_dependent`` resolves when the program is lowered. 64-bit
@@ -213,9 +232,7 @@ def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
     """
     path = _SORT_PATH
     wide = any(jnp.dtype(a.dtype).itemsize > 4 for a in args)
-    min_len = _HOST_MIN_LEN if min_len is None else min_len
-    if not _native_host():  # the native FFI calls can be cached; callbacks cannot
-        min_len = max(min_len, _host_min_floor)
+    min_len = _host_min_len(min_len)
     if path == "xla" or wide or (path == "auto" and length < min_len):
         return xla_fn(*args)
     if path in ("host", "numpy"):
@@ -864,12 +881,11 @@ def _ap_layout_host(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
         ops = (ak, pos_valid, neg_valid, tkd, P_, N)
         shapes = (jax.ShapeDtypeStruct((kp,), ak.dtype), jax.ShapeDtypeStruct((kp,), jnp.int32),
                   jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((n,), ak.dtype),
-                  jax.ShapeDtypeStruct((n,), jnp.int32),
-                  jax.ShapeDtypeStruct((2 * n,), jnp.int32))  # workspace
+                  jax.ShapeDtypeStruct((n,), jnp.int32))
         res = jax.ffi.ffi_call("jaxrank_ap_layout", shapes, vmap_method="expand_dims")(
             *ops, kh=np.int64(kh), select=np.int64(len(caps) > 1),
             niter=np.int64(_num_bisections(n + 1)))
-        return native._vary_results(tuple(res[:5]), ops)
+        return native._vary_results(tuple(res), ops)
     t_len = tkd.shape[-1]
 
     def host(outs, ak, pos_valid, neg_valid, tkd, P_, N):
@@ -950,10 +966,9 @@ def _ap_expand_host(J, opt_head, m, src, neg_valid, P, N, *, kp):
     kh = opt_head.shape[-1]
     if _native_host():
         ops = (J, opt_head, m, src, neg_valid, P, N)
-        shapes = (jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((kp,), jnp.int32),
-                  jax.ShapeDtypeStruct((n + kp + 4,), jnp.int32))  # workspace
+        shapes = (jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((kp,), jnp.int32))
         res = jax.ffi.ffi_call("jaxrank_ap_expand", shapes, vmap_method="expand_dims")(*ops)
-        return native._vary_results(tuple(res[:2]), ops)
+        return native._vary_results(tuple(res), ops)
 
     def host(outs, J, opt_head, m, src, neg_valid, P, N):
         batch = src.shape[:-1]

@@ -19,7 +19,7 @@
  * on every path.  Sorts are stable LSD radix sorts (three passes of 11, 11
  * and 10 bits; a pass whose digit is the same for every key is skipped),
  * O(n); ties keep input order.  Buffers are XLA's own (no copy); scratch
- * space is a workspace result that the caller discards.
+ * space is a block kept across calls (scratch_get).
  *
  * Plain C99.
  */
@@ -27,12 +27,60 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ffi_glue.h"
 
 #define KEY_TOP INT32_MAX
 #define KEY_MIN INT32_MIN
+
+/* ------------------------------------------------------------------------ */
+/* Scratch space                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* One process-wide scratch block, reused across calls: a workspace result
+ * of the FFI call (or a fresh malloc) is new memory on every call, and at
+ * 10^6 entries its page faults cost as much as the kernel itself.  A call
+ * takes the block with an atomic exchange (a concurrent call finds the slot
+ * empty and uses a block of its own), grows it if needed, and puts it back;
+ * a block above SCRATCH_KEEP bytes is freed instead of kept. */
+#define SCRATCH_KEEP ((size_t)256 << 20)
+
+typedef struct {
+    size_t size;
+    /* data follows */
+} scratch_t;
+
+#if defined(__GNUC__) || defined(__clang__)
+static scratch_t *scratch_slot = NULL;
+static scratch_t *slot_take(void) { return __atomic_exchange_n(&scratch_slot, NULL, __ATOMIC_ACQ_REL); }
+static scratch_t *slot_put(scratch_t *s) { return __atomic_exchange_n(&scratch_slot, s, __ATOMIC_ACQ_REL); }
+#else /* no atomics: no reuse */
+static scratch_t *slot_take(void) { return NULL; }
+static scratch_t *slot_put(scratch_t *s) { return s; }
+#endif
+
+/* A block of at least `bytes` bytes (NULL if out of memory). */
+static scratch_t *scratch_get(size_t bytes) {
+    scratch_t *s = slot_take();
+    if (s != NULL && s->size >= bytes) return s;
+    free(s);
+    s = (scratch_t *)malloc(sizeof(scratch_t) + (bytes ? bytes : 1));
+    if (s != NULL) s->size = bytes;
+    return s;
+}
+
+static void scratch_release(scratch_t *s) {
+    if (s == NULL) return;
+    if (s->size > SCRATCH_KEEP) {
+        free(s);
+        return;
+    }
+    free(slot_put(s)); /* keep the latest; free the one it replaces */
+}
+
+static int32_t *scratch_data(scratch_t *s) { return (int32_t *)(s + 1); }
 
 /* ------------------------------------------------------------------------ */
 /* Radix sort and radix select of int32 keys                                */
@@ -136,9 +184,16 @@ static int32_t radix_select(int32_t *a, int64_t m, int64_t k) {
 
 /* #{i : d_i <= x} with d_i = neg_i ? ak_i : KEY_TOP. */
 static int64_t count_le(const int32_t *ak, const uint8_t *neg, int64_t n, int32_t x) {
-    int64_t c = 0;
-    for (int64_t i = 0; i < n; i++) c += (neg[i] ? ak[i] : KEY_TOP) <= x;
-    return c;
+    uint32_t c = 0; /* n < 2^31: a 32-bit count vectorises */
+    for (int64_t i = 0; i < n; i++) c += (uint32_t)((neg[i] ? ak[i] : KEY_TOP) <= x);
+    return (int64_t)c;
+}
+
+/* #{i : a_i <= x} */
+static int64_t count_le_plain(const int32_t *a, int64_t n, int32_t x) {
+    uint32_t c = 0;
+    for (int64_t i = 0; i < n; i++) c += (uint32_t)(a[i] <= x);
+    return (int64_t)c;
 }
 
 /* One list of jaxrank._src.inference._ap_layout (the NumPy twin is
@@ -171,12 +226,20 @@ static void ap_layout_row(const int32_t *ak, const uint8_t *pos, const uint8_t *
          * base = #{d <= a}: a query inside the window counts the window only,
          * and the window shrinks to the side the next queries lie on (the
          * thresholds t_j are non-increasing in j); a query outside it counts
-         * all of d again, so every count is exact. */
+         * all of d again, so every count is exact.  The first window holds
+         * the d values up to the largest threshold a query can meet,
+         * t_{max(lo, 1) - 1} (with few active negatives, almost none). */
         int32_t *win = work;
         int64_t wn = 0;
-        for (int64_t i = 0; i < n; i++) win[wn++] = neg[i] ? ak[i] : KEY_TOP;
-        int64_t wa = (int64_t)KEY_MIN - 1, wb = KEY_TOP, base = 0;
         int64_t lo = (int64_t)(P_ - 1 < N ? P_ - 1 : N), hi = N;
+        const int64_t j0 = lo > 1 ? lo : 1;
+        const int32_t x0 = j0 - 1 < t_len ? tkd[j0 - 1] : KEY_TOP;
+        for (int64_t i = 0; i < n; i++) {
+            const int32_t d = neg[i] ? ak[i] : KEY_TOP;
+            win[wn] = d;
+            wn += d <= x0;
+        }
+        int64_t wa = (int64_t)KEY_MIN - 1, wb = x0, base = 0;
         for (int64_t it = 0; it < niter; it++) {
             const int64_t mid = (lo + hi + 1) / 2;
             const int64_t j = mid > 1 ? mid : 1;
@@ -185,8 +248,7 @@ static void ap_layout_row(const int32_t *ak, const uint8_t *pos, const uint8_t *
             int64_t cx;
             const int inside = (int64_t)x >= wa && (int64_t)x <= wb;
             if (inside) {
-                cx = base;
-                for (int64_t i = 0; i < wn; i++) cx += win[i] <= x;
+                cx = base + count_le_plain(win, wn, x);
             } else {
                 cx = count_le(ak, neg, n, x);
             }
@@ -247,19 +309,18 @@ static void ap_layout_row(const int32_t *ak, const uint8_t *pos, const uint8_t *
 
 /* args: ak [n] s32, pos_valid [n] pred, neg_valid [n] pred, tkd [t] s32,
  *       P_ [] s32, N [] s32
- * rets: psk [kp] s32, psrc [kp] s32, m [] s32, sk [n] s32, src [n] s32,
- *       workspace [2n] s32
+ * rets: psk [kp] s32, psrc [kp] s32, m [] s32, sk [n] s32, src [n] s32
  * attrs: kh, select (0/1), niter */
 JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_layout(XLA_FFI_CallFrame *cf) {
     if (metadata_query(cf)) return NULL;
     if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
     bctx c;
-    if (cf->args.size != 6 || cf->rets.size != 6) {
+    if (cf->args.size != 6 || cf->rets.size != 5) {
         return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                          "jaxrank ap_layout: wrong number of operands");
     }
     CHECK(init_ctx(&c, cf, 3, 1));
-    bview ak, pos, neg, tkd, P_, N, psk, psrc, m, sk, src, work;
+    bview ak, pos, neg, tkd, P_, N, psk, psrc, m, sk, src;
     CHECK(view(&c, ARG(0), "keys", 1, XLA_FFI_DataType_S32, &ak));
     CHECK(view(&c, ARG(1), "pos_valid", 1, XLA_FFI_DataType_PRED, &pos));
     CHECK(view(&c, ARG(2), "neg_valid", 1, XLA_FFI_DataType_PRED, &neg));
@@ -271,11 +332,9 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_layout(XLA_FFI_CallFrame *cf) {
     CHECK(view(&c, RET(2), "m", 0, XLA_FFI_DataType_S32, &m));
     CHECK(view(&c, RET(3), "sk", 1, XLA_FFI_DataType_S32, &sk));
     CHECK(view(&c, RET(4), "src", 1, XLA_FFI_DataType_S32, &src));
-    CHECK(view(&c, RET(5), "workspace", 1, XLA_FFI_DataType_S32, &work));
     const int64_t n = sk.core_dims[0], kp = psk.core_dims[0], t_len = tkd.core_dims[0];
     if (ak.core_dims[0] != n || pos.core_dims[0] != n || neg.core_dims[0] != n ||
-        src.core_dims[0] != n || psrc.core_dims[0] != kp || work.core_dims[0] != 2 * n ||
-        kp > n) {
+        src.core_dims[0] != n || psrc.core_dims[0] != kp || kp > n) {
         snprintf(c.msg, sizeof c.msg, "ap_layout: inconsistent shapes (n %lld, kp %lld)",
                  (long long)n, (long long)kp);
         FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
@@ -287,6 +346,11 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_layout(XLA_FFI_CallFrame *cf) {
         snprintf(c.msg, sizeof c.msg, "ap_layout: thresholds need %lld entries", (long long)n);
         FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
     }
+    scratch_t *work = scratch_get((size_t)(2 * n) * sizeof(int32_t));
+    if (work == NULL) {
+        snprintf(c.msg, sizeof c.msg, "ap_layout: out of memory (%lld entries)", (long long)n);
+        FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
+    }
     for (int64_t b = 0; b < c.nbatch; b++) {
         ap_layout_row((const int32_t *)at(&c, &ak, b), (const uint8_t *)at(&c, &pos, b),
                       (const uint8_t *)at(&c, &neg, b), (const int32_t *)at(&c, &tkd, b),
@@ -294,8 +358,9 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_layout(XLA_FFI_CallFrame *cf) {
                       n, kp, kh, select, niter, (int32_t *)at(&c, &psk, b),
                       (int32_t *)at(&c, &psrc, b), (int32_t *)at(&c, &m, b),
                       (int32_t *)at(&c, &sk, b), (int32_t *)at(&c, &src, b),
-                      (int32_t *)at(&c, &work, b));
+                      scratch_data(work));
     }
+    scratch_release(work);
     return NULL;
 }
 
@@ -339,17 +404,17 @@ static void ap_expand_row(const int32_t *J, int64_t kp, const int32_t *opt_head,
 
 /* args: J [kp] s32, opt_head [kh] s32, m [] s32, src [n] s32, neg_valid [n]
  *       pred, P [] s32, N [] s32
- * rets: opt [n] s32, n_above [kp] s32, workspace [n + kp + 4] s32 */
+ * rets: opt [n] s32, n_above [kp] s32 */
 JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_expand(XLA_FFI_CallFrame *cf) {
     if (metadata_query(cf)) return NULL;
     if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
     bctx c;
-    if (cf->args.size != 7 || cf->rets.size != 3) {
+    if (cf->args.size != 7 || cf->rets.size != 2) {
         return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                          "jaxrank ap_expand: wrong number of operands");
     }
     CHECK(init_ctx(&c, cf, 0, 1));
-    bview J, oh, m, src, neg, P, N, out, nab, work;
+    bview J, oh, m, src, neg, P, N, out, nab;
     CHECK(view(&c, ARG(0), "cuts", 1, XLA_FFI_DataType_S32, &J));
     CHECK(view(&c, ARG(1), "opt_head", 1, XLA_FFI_DataType_S32, &oh));
     CHECK(view(&c, ARG(2), "m", 0, XLA_FFI_DataType_S32, &m));
@@ -359,10 +424,8 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_expand(XLA_FFI_CallFrame *cf) {
     CHECK(view(&c, ARG(6), "N", 0, XLA_FFI_DataType_S32, &N));
     CHECK(view(&c, RET(0), "opt", 1, XLA_FFI_DataType_S32, &out));
     CHECK(view(&c, RET(1), "n_above", 1, XLA_FFI_DataType_S32, &nab));
-    CHECK(view(&c, RET(2), "workspace", 1, XLA_FFI_DataType_S32, &work));
     const int64_t n = out.core_dims[0], kp = J.core_dims[0], kh = oh.core_dims[0];
-    if (src.core_dims[0] != n || neg.core_dims[0] != n || nab.core_dims[0] != kp ||
-        work.core_dims[0] != n + kp + 4) {
+    if (src.core_dims[0] != n || neg.core_dims[0] != n || nab.core_dims[0] != kp) {
         snprintf(c.msg, sizeof c.msg, "ap_expand: inconsistent shapes (n %lld, kp %lld)",
                  (long long)n, (long long)kp);
         FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
@@ -377,11 +440,21 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_expand(XLA_FFI_CallFrame *cf) {
                 FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
             }
         }
+    }
+    scratch_t *work = scratch_get((size_t)(n + kp + 4) * sizeof(int32_t));
+    if (work == NULL) {
+        snprintf(c.msg, sizeof c.msg, "ap_expand: out of memory (%lld entries)", (long long)n);
+        FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
+    }
+    for (int64_t b = 0; b < c.nbatch; b++) {
+        const int32_t *s = (const int32_t *)at(&c, &src, b);
+        const int32_t mb = *(const int32_t *)at(&c, &m, b);
         ap_expand_row((const int32_t *)at(&c, &J, b), kp, (const int32_t *)at(&c, &oh, b), kh,
                       mb, s, (const uint8_t *)at(&c, &neg, b), *(const int32_t *)at(&c, &P, b),
                       *(const int32_t *)at(&c, &N, b), n, (int32_t *)at(&c, &out, b),
-                      (int32_t *)at(&c, &nab, b), (int32_t *)at(&c, &work, b));
+                      (int32_t *)at(&c, &nab, b), scratch_data(work));
     }
+    scratch_release(work);
     return NULL;
 }
 
@@ -447,17 +520,17 @@ static void auc_counts_row(const int32_t *key, const int32_t *qm, const int32_t 
 }
 
 /* args: key, qm, qp [n] s32, pos, neg [n] pred
- * rets: c [n] s32, d [n] s32, workspace [5n] s32 */
+ * rets: c [n] s32, d [n] s32 */
 JAXRANK_EXPORT XLA_FFI_Error *jaxrank_auc_counts(XLA_FFI_CallFrame *cf) {
     if (metadata_query(cf)) return NULL;
     if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
     bctx c;
-    if (cf->args.size != 5 || cf->rets.size != 3) {
+    if (cf->args.size != 5 || cf->rets.size != 2) {
         return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                          "jaxrank auc_counts: wrong number of operands");
     }
     CHECK(init_ctx(&c, cf, 0, 1));
-    bview key, qm, qp, pos, neg, co, dout, work;
+    bview key, qm, qp, pos, neg, co, dout;
     CHECK(view(&c, ARG(0), "keys", 1, XLA_FFI_DataType_S32, &key));
     CHECK(view(&c, ARG(1), "keys - 1/2", 1, XLA_FFI_DataType_S32, &qm));
     CHECK(view(&c, ARG(2), "keys + 1/2", 1, XLA_FFI_DataType_S32, &qp));
@@ -465,19 +538,23 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_auc_counts(XLA_FFI_CallFrame *cf) {
     CHECK(view(&c, ARG(4), "neg", 1, XLA_FFI_DataType_PRED, &neg));
     CHECK(view(&c, RET(0), "c", 1, XLA_FFI_DataType_S32, &co));
     CHECK(view(&c, RET(1), "d", 1, XLA_FFI_DataType_S32, &dout));
-    CHECK(view(&c, RET(2), "workspace", 1, XLA_FFI_DataType_S32, &work));
     const int64_t n = co.core_dims[0];
     if (key.core_dims[0] != n || qm.core_dims[0] != n || qp.core_dims[0] != n ||
-        pos.core_dims[0] != n || neg.core_dims[0] != n || dout.core_dims[0] != n ||
-        work.core_dims[0] != 5 * n) {
+        pos.core_dims[0] != n || neg.core_dims[0] != n || dout.core_dims[0] != n) {
         snprintf(c.msg, sizeof c.msg, "auc_counts: inconsistent shapes (n %lld)", (long long)n);
         FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+    }
+    scratch_t *work = scratch_get((size_t)(5 * n) * sizeof(int32_t));
+    if (work == NULL) {
+        snprintf(c.msg, sizeof c.msg, "auc_counts: out of memory (%lld entries)", (long long)n);
+        FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
     }
     for (int64_t b = 0; b < c.nbatch; b++) {
         auc_counts_row((const int32_t *)at(&c, &key, b), (const int32_t *)at(&c, &qm, b),
                        (const int32_t *)at(&c, &qp, b), (const uint8_t *)at(&c, &pos, b),
                        (const uint8_t *)at(&c, &neg, b), n, (int32_t *)at(&c, &co, b),
-                       (int32_t *)at(&c, &dout, b), (int32_t *)at(&c, &work, b));
+                       (int32_t *)at(&c, &dout, b), scratch_data(work));
     }
+    scratch_release(work);
     return NULL;
 }

@@ -41,7 +41,10 @@ from jaxrank._src.base import (
     check_feature_scale,
     check_positive_float32,
     map_score,
+    pad_design,
     progress_hook,
+    resolve_devices,
+    shard_rows,
 )
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.model_selection import group_fold_masks, stratified_fold_masks
@@ -321,10 +324,16 @@ def sweep(
             ``None``: 32, fewer if the fits do not fill the slots or their
             plane caches would exceed 256 MB per device.
         devices: ``None`` (every local device), an int (the first ones) or a
-            sequence of ``jax.Device`` to shard the fits over. On a CPU each
-            core can be a device: ``jax.config.update("jax_num_cpu_devices",
-            k)`` before JAX's first computation (the ``jaxrank`` command does
-            this).
+            sequence of ``jax.Device`` to shard the fits over; or a
+            ``problems x samples`` grid: a sequence of ``D_p`` equally long
+            sequences of ``D_s`` devices (e.g. ``[jax.devices()[:2],
+            jax.devices()[2:4]]``), where the fits are dealt to the ``D_p``
+            rows and each fit's samples are split over the ``D_s`` devices
+            of its row (dense ``X`` without ``groups``; the rows of ``X`` are
+            padded to a multiple of ``D_s`` with masked-out rows). On a CPU
+            each core can be a device: ``jax.config.update(
+            "jax_num_cpu_devices", k)`` before JAX's first computation (the
+            ``jaxrank`` command does this).
         progress: ``True`` shows a ``tqdm`` bar over the fits; a callable is
             called with the number of fits that stopped while the compiled
             call runs.
@@ -343,7 +352,9 @@ def sweep(
             float32, unknown model or parameter, non-binary labels or a task
             column with a single class, a fold whose training or validation
             part lacks a positive or a negative (so no validation AP is ever
-            NaN), bad ``X``, ``batch_size < 1``, empty ``devices``.
+            NaN), bad ``X``, ``batch_size < 1``, empty ``devices``, a
+            ``devices`` grid that is ragged, repeats a device, or is used
+            with sparse ``X`` or ``groups``.
         TypeError: a model that is not a structured SVM (KernelRank has no
             ``C``), non-numeric input, a non-int ``batch_size``.
     """
@@ -354,6 +365,7 @@ def sweep(
         raise ValueError(f"Cs must be None, 'auto' or a grid of numbers; got {Cs!r}.")
     grid = _check_Cs(type(est)._default_Cs if Cs is None or auto else Cs)
     data, positive, classes, multi, groups = est._prepare(X, Y, groups)
+    devices = _check_grid(devices)
     # C-weighted planes (norm about C R) must fit float32 at every C of the grid.
     R = est._row_norm(data)
     if R is not None:
@@ -374,8 +386,13 @@ def sweep(
     # (an extra "fold" with an empty validation part) in the same compiled call.
     run_masks = np.concatenate([masks, np.zeros_like(masks[:, :1])], axis=1) if joint \
         else masks
-    out, cv_time = _run(est, data, positive, where, run_masks, grid, groups, batch_size,
-                        devices, progress, verbose)
+    # The training view: with a devices grid, rows padded to a multiple of the
+    # sample axis (masked out everywhere) and sharded; `data` stays as given
+    # for the fitted estimators.
+    run = (data, positive, where, run_masks)
+    if _is_grid(devices):
+        run = _grid_layout(data, positive, where, run_masks, groups, devices)
+    out, cv_time = _run(est, *run, grid, groups, batch_size, devices, progress, verbose)
     extensions = 0
     while auto and extensions < int(max_extensions):
         best = np.argmax(out[0].mean(axis=-1), axis=1)
@@ -393,8 +410,8 @@ def sweep(
             new = [c for c in new if c * R <= _SCALE_MAX]
         if not new:
             break
-        more, dt = _run(est, data, positive, where, run_masks, np.asarray(new), groups,
-                        batch_size, devices, progress, verbose)
+        more, dt = _run(est, *run, np.asarray(new), groups, batch_size, devices, progress,
+                        verbose)
         cv_time += dt
         cat = (lambda a, b: np.concatenate([a, b], axis=1)) if place == "high" else (
             lambda a, b: np.concatenate([b, a], axis=1))
@@ -425,7 +442,7 @@ def sweep(
         _say(verbose, f"refitting the best C of {T} task(s) in one call ...")
         t0 = time.perf_counter()
         estimators = _refit(est, data, positive, where, classes, best_C, groups, batch_size,
-                            devices)
+                            devices, run[:3])
         refit_time = time.perf_counter() - t0
         _say(verbose, f"  done in {refit_time:.1f} s")
     return SweepResult(
@@ -436,15 +453,68 @@ def sweep(
     )
 
 
-def _refit(est, data, positive, where, classes, best_C, groups, batch_size, devices):
-    """Refit every task at its own C in one call; return fitted estimators."""
-    T = positive.shape[0]
-    problems, static = est._problems(data, positive, where, groups)
+def _refit(est, data, positive, where, classes, best_C, groups, batch_size, devices, run):
+    """Refit every task at its own C in one call; return fitted estimators.
+
+    ``run``: ``(data, positive, where)`` as trained on (padded and sharded for
+    a devices grid); the estimators keep ``data`` as given.
+    """
+    problems, static = est._problems(*run, groups)
     model = est._model(static)
-    res, extras = est._train(model, data, problems, jnp.asarray(best_C, jnp.float32),
+    res, extras = est._train(model, run[0], problems, jnp.asarray(best_C, jnp.float32),
                              single=False, batch_size=batch_size, devices=devices)
     res = jax.tree_util.tree_map(np.asarray, res)
     return _estimators(est, data, positive, where, classes, best_C, res, extras)
+
+
+def _is_grid(devices):
+    return isinstance(devices, tuple) and bool(devices) and isinstance(devices[0], tuple)
+
+
+def _check_grid(devices):
+    """``devices`` as given, or a grid (nested sequences) as a tuple of device tuples.
+
+    Raises:
+        ValueError: a ragged or empty grid, a repeated device, a device of
+            another process.
+        TypeError: a grid entry that is not a ``jax.Device``.
+    """
+    if isinstance(devices, (str, bytes)) or not isinstance(devices, (list, tuple)):
+        return devices
+    if not devices or isinstance(devices[0], jax.Device):
+        return devices
+    try:
+        rows = tuple(tuple(r) for r in devices)
+    except TypeError:
+        raise TypeError("devices must be a sequence of jax devices, or a sequence of "
+                        "equally long sequences of them (a problems x samples grid).") from None
+    if len({len(r) for r in rows}) != 1 or not rows[0]:
+        raise ValueError(f"a devices grid needs rows of one positive length; got row lengths "
+                         f"{[len(r) for r in rows]}.")
+    resolve_devices([d for r in rows for d in r])  # types, locality, no repeats
+    return rows
+
+
+def _grid_layout(data, positive, where, masks, groups, grid):
+    """Rows padded to a multiple of the grid's sample axis and sharded over it.
+
+    Returns ``(data, positive, where, masks)`` with ``n_pad`` rows; the padded
+    rows are False in every mask, so no fit sees them.
+    """
+    if data.sparse or groups is not None:
+        raise ValueError(
+            "a problems x samples devices grid shards the samples of dense X without "
+            f"groups; got {'sparse X' if data.sparse else 'groups'}. Pass a flat sequence of "
+            "devices (problems only).")
+    n, d = data.shape
+    k = len(grid[0])
+    n_pad = -(-n // k) * k
+
+    def pad(a):
+        return np.concatenate([a, np.zeros(a.shape[:-1] + (n_pad - n,), bool)], axis=-1)
+
+    return (shard_rows(pad_design(data.materialized(), n_pad, d), grid), pad(positive),
+            pad(np.asarray(where)), pad(masks))
 
 
 def _estimators(est, data, positive, where, classes, best_C, res, extras):
