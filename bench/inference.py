@@ -542,10 +542,12 @@ def design(args):
         kern = functools.partial(ap_oracle, kp=P, method="select")
         for name, fn in (("select", kern), ("auc", auc_oracle)):
             rows.append((f"{name} ({P}, {N}) untrained", {
-                "buffer_callback": (_compiled(fn, a, "host", _CALLBACK="buffer"), a, True),
-                "pure_callback": (_compiled(fn, a, "host", _CALLBACK="pure"), a, True)}))
-    _design_table("Callback API of the host kernels", rows,
-                  ["buffer_callback", "pure_callback"], args)
+                "native FFI": (_compiled(fn, a, "host"), a, True),
+                "buffer_callback": (_compiled(fn, a, "numpy", _CALLBACK="buffer"), a, True),
+                "pure_callback": (_compiled(fn, a, "numpy", _CALLBACK="pure"), a, True)}))
+    _design_table("Calling the host kernels: the native kernels (XLA FFI) and the NumPy "
+                  "kernels through either callback API", rows,
+                  ["native FFI", "buffer_callback", "pure_callback"], args)
 
     rows = []
     B, P, N = 8, 200, 20000
@@ -559,11 +561,13 @@ def design(args):
     auc = jax.vmap(auc_oracle)
     for name, fn in (("vmap(select)", kern), ("vmap(auc)", auc)):
         rows.append((f"{name}, {B} lists of ({P}, {N})", {
-            "broadcast_all": (_compiled(fn, a, "host", _VMAP_METHOD="broadcast_all"), a, True),
-            "sequential": (_compiled(fn, a, "host", _VMAP_METHOD="sequential"), a, True),
+            "native FFI": (_compiled(fn, a, "host"), a, True),
+            "broadcast_all": (_compiled(fn, a, "numpy", _VMAP_METHOD="broadcast_all"), a, True),
+            "sequential": (_compiled(fn, a, "numpy", _VMAP_METHOD="sequential"), a, True),
             "XLA path": (_compiled(fn, a, "xla"), a, True)}))
-    _design_table("vmap_method of the host kernels", rows,
-                  ["broadcast_all", "sequential", "XLA path"], args)
+    _design_table("vmap of the host kernels: native (one FFI call, expand_dims) and the "
+                  "vmap_method of the NumPy callbacks", rows,
+                  ["native FFI", "broadcast_all", "sequential", "XLA path"], args)
 
 
 def main(argv=None):
