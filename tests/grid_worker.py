@@ -89,7 +89,7 @@ def main():
                  sg.converged.ravel().tolist()],
         "val_ap": [flat.val_ap.ravel().tolist(), sg.val_ap.ravel().tolist()],
         "best_C": [flat.best_C.tolist(), sg.best_C.tolist()],
-        "refit": [[e.objective_.tolist() for e in r.best_estimators] for r in (flat, sg)],
+        "refit": [[float(e.objective_) for e in r.best_estimators] for r in (flat, sg)],
         "refit_n_features": [e.n_features_in_ for e in sg.best_estimators],
     }
     print(json.dumps(out))

@@ -244,6 +244,7 @@ def _run(est, data, positive, where, masks, Cs, groups, batch_size, devices, pro
     problems, static = est._problems(data, pos, train, groups)
     model = est._model(static)
     M = T * G * F
+    data, devices = _grid_for(data, devices, M)
     _say(verbose, f"compiling and running {M} fits ({T} tasks x {G} C x {F} folds, "
                   f"{type(est).__name__}) in one call ...")
     bar = _Progress(progress, M, f"{M} fits")
@@ -461,7 +462,8 @@ def _refit(est, data, positive, where, classes, best_C, groups, batch_size, devi
     """
     problems, static = est._problems(*run, groups)
     model = est._model(static)
-    res, extras = est._train(model, run[0], problems, jnp.asarray(best_C, jnp.float32),
+    train_data, devices = _grid_for(run[0], devices, positive.shape[0])
+    res, extras = est._train(model, train_data, problems, jnp.asarray(best_C, jnp.float32),
                              single=False, batch_size=batch_size, devices=devices)
     res = jax.tree_util.tree_map(np.asarray, res)
     return _estimators(est, data, positive, where, classes, best_C, res, extras)
@@ -493,6 +495,19 @@ def _check_grid(devices):
                          f"{[len(r) for r in rows]}.")
     resolve_devices([d for r in rows for d in r])  # types, locality, no repeats
     return rows
+
+
+def _grid_for(data, devices, n_problems):
+    """``(data, devices)`` for a call of ``n_problems`` fits.
+
+    A grid with more problem rows than fits keeps its first ``n_problems``
+    rows (the rows of ``data`` are placed again on that smaller mesh); other
+    ``devices`` are returned unchanged.
+    """
+    if not _is_grid(devices) or n_problems >= len(devices):
+        return data, devices
+    sub = devices[:max(int(n_problems), 1)]
+    return shard_rows(data, sub), sub
 
 
 def _grid_layout(data, positive, where, masks, groups, grid):
