@@ -226,3 +226,37 @@ def test_problems_by_samples_grid_on_six_devices():
     assert r["refit_n_features"] == [10, 10]  # the estimators keep the unpadded X
     if r["best_C"][0] == r["best_C"][1]:
         np.testing.assert_allclose(*r["refit"], rtol=1e-3)
+
+
+def test_kernelrank_devices_shards_the_rows(monkeypatch):
+    """KernelRank(devices=2), linear scorer: the rows (601, padded to 602) are sharded
+    over both devices and the ascent is the one-device ascent up to float32 summation
+    order; sparse X and the GMM scorer are clear errors."""
+    import scipy.sparse as sp
+
+    import jaxrank
+
+    X, y = _data(n=601)
+    kw = dict(max_iter=60, random_state=0)
+    one = jaxrank.KernelRank(**kw).fit(X, y)
+    placed = []
+    put = jax.device_put
+
+    def spy(x, device=None, *args, **kwargs):
+        placed.append((np.shape(x), device))
+        return put(x, device, *args, **kwargs)
+
+    monkeypatch.setattr(jax, "device_put", spy)
+    two = jaxrank.KernelRank(**kw, devices=2).fit(X, y)
+    monkeypatch.undo()
+    rows = [shape for shape, s in placed if isinstance(s, NamedSharding)
+            and s.spec == PartitionSpec("samples", None) and len(s.device_set) == 2]
+    assert rows and all(shape[0] % 2 == 0 and shape[0] >= 601 for shape in rows)
+    np.testing.assert_allclose(two.objective_history_, one.objective_history_, rtol=1e-4)
+    np.testing.assert_allclose(two.coef_, one.coef_, rtol=1e-3, atol=1e-5)
+    with pytest.raises(ValueError, match="devices=2 shards the rows.*sparse X"):
+        jaxrank.KernelRank(devices=2).fit(sp.csr_matrix(X), y)
+    with pytest.raises(ValueError, match="devices=2 shards the rows.*gmm"):
+        jaxrank.KernelRank(scorer="gmm", devices=2).fit(X[:, None, :], y)
+    with pytest.raises(ValueError, match="between 1 and the 2 local"):
+        jaxrank.KernelRank(devices=3).fit(X, y)

@@ -811,6 +811,13 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             ``O(block_size * n)``).
         random_state: seed for the validation split, k-means and EM.
         verbose: print the bandwidth chosen and the objective.
+        devices: ``None`` (one device), an int (the first k local devices)
+            or a list of ``jax.Device``: the linear scorer's rows (dense
+            ``X``) are padded to a multiple of the device count (padding rows
+            are neither positive nor negative) and sharded over the devices;
+            XLA splits ``X w`` and ``X^T g`` by rows and gathers the ``[n]``
+            scores for the pair sums (README, "Data-parallel fits"). The
+            same ascent as on one device, up to float32 summation order.
 
     Attributes:
         classes_: ``[2]`` the labels; ``classes_[1]`` is the positive class.
@@ -841,7 +848,9 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             descriptors); ``y`` without exactly two classes; ``mask`` of the
             wrong shape or with an empty bag; ``n_components`` larger than the
             number of descriptors of a class (GMM); a fitted scorer with
-            non-finite training scores (float32 overflow).
+            non-finite training scores (float32 overflow); ``devices`` with
+            more than one device and sparse ``X`` or ``scorer="gmm"``, or
+            devices that :func:`jaxrank._src.base.resolve_devices` rejects.
 
     Warns (in ``fit``):
         UserWarning: every training sample gets the same score (the model
@@ -863,6 +872,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         "block_size": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "verbose": ["boolean"],
+        "devices": [None, Interval(Integral, 1, None, closed="left"), list, tuple],
     }
     _persist = ("bandwidth_", "objective_", "n_iter_")
 
@@ -880,6 +890,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         block_size=_DEFAULT_BLOCK,
         random_state=None,
         verbose=False,
+        devices=None,
     ):
         self.scorer = scorer
         self.kernel = kernel
@@ -892,6 +903,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         self.block_size = block_size
         self.random_state = random_state
         self.verbose = verbose
+        self.devices = devices
 
     # -- validation ---------------------------------------------------------
 
@@ -944,6 +956,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         t0 = time.perf_counter()
         bw, grid, lr = self._check_params()
         seed = check_random_state(self.random_state).randint(2**31 - 1)
+        self._shard = self._sample_devices(X)
         if self.scorer == "linear":
             if mask is not None:
                 raise ValueError("mask is only used with scorer='gmm'; got a mask.")
@@ -995,6 +1008,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         self.objective_ = float(hist[-1]) if len(hist) else float("nan")
         self.n_iter_ = int(self.max_iter)
         self.fit_time_ = time.perf_counter() - t0
+        self._shard = None  # devices are not fitted state
         if self.verbose:
             print(
                 f"KernelRank[{self.scorer}, {self.kernel}] bandwidth={self.bandwidth_:.4g} "
@@ -1004,6 +1018,42 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         return self
 
     # linear scorer ----------------------------------------------------------
+
+    def _sample_devices(self, X):
+        """The devices to shard the linear scorer's rows over, or ``None`` (one device)."""
+        if self.devices is None:
+            return None
+        from jaxrank._src.base import resolve_devices
+
+        devices = resolve_devices(self.devices)
+        if len(devices) == 1:
+            return None
+        import scipy.sparse as sp
+
+        if self.scorer != "linear" or sp.issparse(X):
+            raise ValueError(
+                f"devices={self.devices!r} shards the rows of the linear scorer on dense X; got "
+                f"{'scorer=' + repr(self.scorer) if self.scorer != 'linear' else 'sparse X'}. "
+                "Pass devices=None (one device).")
+        return devices
+
+    def _linear_problem(self, X, y01, w0):
+        """:func:`_linear_problem`, with the rows sharded over ``self._shard`` if set."""
+        Xm, pos, neg, w0m = _linear_problem(X, y01, w0)
+        devices = getattr(self, "_shard", None)
+        if devices is None:
+            return Xm, pos, neg, w0m
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        k = len(devices)
+        extra = -Xm.shape[0] % k  # padding rows: in neither pos nor neg
+        if extra:
+            Xm = jnp.concatenate([Xm, jnp.zeros((extra, Xm.shape[1]), Xm.dtype)])
+            pos = jnp.concatenate([pos, jnp.zeros((extra,), bool)])
+            neg = jnp.concatenate([neg, jnp.zeros((extra,), bool)])
+        mesh = Mesh(np.asarray(devices), ("samples",))
+        Xm = jax.device_put(Xm, NamedSharding(mesh, PartitionSpec("samples", None)))
+        return Xm, pos, neg, w0m
 
     def _fit_linear_all(self, X, y01, bw, grid, lr, seed):
         rng = np.random.RandomState(seed)
@@ -1026,7 +1076,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             Xt, yt, Xv, yv = X[~val], y01[~val], X[val], y01[val]
             w0 = _lda_init(Xt, yt, ridge=float(self.init_ridge))
             h = base_bw(Xt, yt, w0) * grid
-            Xm, pos, neg, w0m = _linear_problem(Xt, yt, w0)
+            Xm, pos, neg, w0m = self._linear_problem(Xt, yt, w0)
             Wt, _ = jax.vmap(
                 lambda hh: _fit_linear(Xm, pos, neg, w0m, hh, lr, **kw)
             )(_check_bandwidths(h))
@@ -1043,7 +1093,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             mult = float(grid[0]) if grid is not None else 1.0
         w0 = _lda_init(X, y01, ridge=float(self.init_ridge))
         h = base_bw(X, y01, w0) * mult
-        Xm, pos, neg, w0m = _linear_problem(X, y01, w0)
+        Xm, pos, neg, w0m = self._linear_problem(X, y01, w0)
         w, hist = _fit_linear(Xm, pos, neg, w0m, _check_bandwidths(h), lr, **kw)
         self.init_coef_ = np.asarray(w0, np.float32)[None, :]
         self.bandwidth_multiplier_ = mult
