@@ -260,3 +260,20 @@ def test_kernelrank_devices_shards_the_rows(monkeypatch):
         jaxrank.KernelRank(scorer="gmm", devices=2).fit(X[:, None, :], y)
     with pytest.raises(ValueError, match="between 1 and the 2 local"):
         jaxrank.KernelRank(devices=3).fit(X, y)
+
+
+def test_sweep_devices_grid_errors():
+    import scipy.sparse as sp
+
+    import jaxrank
+
+    X, y = _data(n=200)
+    d0, d1 = jax.devices()[:2]
+    with pytest.raises(ValueError, match="rows of one positive length"):
+        jaxrank.sweep(X, y, Cs=[1.0], cv=2, devices=[[d0, d1], [d0]])
+    with pytest.raises(ValueError, match="lists a device twice"):
+        jaxrank.sweep(X, y, Cs=[1.0], cv=2, devices=[[d0], [d0]])
+    with pytest.raises(TypeError, match="jax.Device"):
+        jaxrank.sweep(X, y, Cs=[1.0], cv=2, devices=[["cpu"], ["cpu"]])
+    with pytest.raises(ValueError, match="grid shards the samples of dense X.*sparse X"):
+        jaxrank.sweep(sp.csr_matrix(X), y, Cs=[1.0], cv=2, devices=[[d0], [d1]])
