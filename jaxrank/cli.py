@@ -693,8 +693,9 @@ def _main(argv):
     try:
         if store is None:
             return args.func(args)
-        # Programs on disk cannot hold host callbacks: with the caches on,
-        # the CPU host sort only for long lists (jaxrank.inference).
+        # Programs on disk cannot hold host callbacks: with the caches on and
+        # without the native kernels (whose FFI calls can be stored), the
+        # NumPy host sort only for long lists (jaxrank.inference).
         with _cacheable_programs():
             return args.func(args)
     except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,

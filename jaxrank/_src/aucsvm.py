@@ -66,8 +66,9 @@ def auc_oracle(scores, positive, where):
         without both classes. See :func:`auc_most_violated`.
 
     The counts are integer-key sorts and searches (``_auc_counts``): on CPU
-    a NumPy host kernel (``jax.pure_callback``), elsewhere XLA; both give the
-    same integers, so the result is bitwise the same.
+    a host kernel (native ``rank.c`` through XLA FFI, or NumPy through
+    ``jax.pure_callback`` without the compiled library), elsewhere XLA; all
+    give the same integers, so the result is bitwise the same.
 
     References:
         Joachims, ICML 2005, Algorithm 3 (ROCArea).

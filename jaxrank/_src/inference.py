@@ -227,8 +227,9 @@ def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
     The choice is static (trace time) except for the platform, which
     ``lax.platform_dependent`` resolves when the program is lowered. 64-bit
     operands (float64 scores, int64 keys: test references only) always take
-    the XLA path: a host callback's results are canonicalised on a thread
-    that does not see a ``jax.enable_x64`` context.
+    the XLA path: the native kernels take int32 keys, and a host callback's
+    results are canonicalised on a thread that does not see a
+    ``jax.enable_x64`` context.
     """
     path = _SORT_PATH
     wide = any(jnp.dtype(a.dtype).itemsize > 4 for a in args)
@@ -664,8 +665,9 @@ def _ap_core(scores, pos_valid, neg_valid, kp, method):
 
     The integer stages (sorting, candidate selection, and for ``select`` the
     expansion of the per-positive cuts into per-negative ranks) are
-    :func:`_ap_layout` and :func:`_ap_expand`: NumPy host kernels on CPU, XLA
-    elsewhere, with identical results. The float stages are XLA on both.
+    :func:`_ap_layout` and :func:`_ap_expand`: host kernels on CPU (native
+    or NumPy), XLA elsewhere, with identical results. The float stages are
+    XLA on every path.
     """
     dtype = scores.dtype
     n = scores.shape[0]
@@ -1093,10 +1095,11 @@ def ap_oracle(scores, positive, where, *, kp, method="select"):
         :class:`Violation` (``aux`` = interleaving ranks ``[n]`` int32). A
         list without a positive or without a negative gives zeros.
 
-    On CPU, for ``n >= 8192``, the sorting and selection run as NumPy host
-    kernels (a JAX callback; the float work stays in XLA), with results
-    bitwise equal to the pure-XLA path that GPU/TPU run. ``vmap`` batches
-    the host kernels into one callback per call.
+    On CPU, for ``n >= 512``, the sorting and selection run as jaxrank's
+    native kernels (``rank.c``, XLA FFI calls; without the compiled library,
+    NumPy host kernels from ``n >= 8192``); the float work stays in XLA, and
+    the results are bitwise equal to the pure-XLA path that GPU/TPU run.
+    ``vmap`` batches the host kernels into one call per batch.
 
     References:
         Yue et al., SIGIR 2007 (Algorithm 1); Mohapatra, Jawahar, Kumar,
