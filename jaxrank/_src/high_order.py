@@ -92,6 +92,7 @@ from jaxrank._src.base import (
     _print_progress,
     check_feature_scale,
     check_positive_float32,
+    DEVICES_CONSTRAINT,
     choose_batch_size,
     fit_batch,
     fit_one,
@@ -99,6 +100,7 @@ from jaxrank._src.base import (
     max_row_norm,
     report_progress,
     resolve_devices,
+    shard_rows,
     warn_tied_scores,
     warn_unconverged,
 )
@@ -471,6 +473,7 @@ class _HighOrderSVM(StructuredSVM):
         "fit_intercept": ["boolean"],
         "max_enum": [Interval(Integral, 1, G.MAX_ENUM, closed="both")],
         "graph_method": [StrOptions(set(GRAPH_METHODS))],
+        **DEVICES_CONSTRAINT,
     }
     _needs_edges = True
     _persist = ("pairwise_coef_", "pairwise_intercept_")
@@ -537,6 +540,7 @@ class _HighOrderSVM(StructuredSVM):
         """
         self._check_params()
         t0 = time.perf_counter()
+        devices = self._fit_devices()
         data, positive, classes, multi, _ = self._prepare(X, y, None, edges=edges)
         # The unary rows bound the float32 range as for every structured SVM
         # (the pairwise features exp(-(z_i - z_j)^2) lie in [0, 1]).
@@ -544,7 +548,12 @@ class _HighOrderSVM(StructuredSVM):
         check_feature_scale(R, float(self.C))
         self._fit_scale = (R, float(self.C))
         where = np.ones(positive.shape, bool)
-        problems, static = self._problems(data, positive, where, None)
+        train = data
+        if devices is not None and len(devices) > 1:
+            train, positive_t, where_t = self._sharded(data, positive, edges, devices)
+        else:
+            positive_t, where_t = positive, where
+        problems, static = self._problems(train, positive_t, where_t, None)
         model = self._model(static)
         T = positive.shape[0]
         if self.verbose:
@@ -552,7 +561,7 @@ class _HighOrderSVM(StructuredSVM):
                   f"edges={data.layout.m} tasks={T} {data.layout} C={self.C} eta={self.eta}",
                   flush=True)
         C = jnp.full((T,), self.C, jnp.float32)
-        res, extras = self._train(model, data, problems, C, single=(T == 1))
+        res, extras = self._train(model, train, problems, C, single=(T == 1))
         res = jax.tree_util.tree_map(np.asarray, res)
         self._set_fitted(res, extras, classes, multi, data, positive)
         self.fit_time_ = time.perf_counter() - t0
@@ -564,6 +573,35 @@ class _HighOrderSVM(StructuredSVM):
             S = S + np.asarray(self.intercept_, np.float32)[None, :]
             warn_tied_scores(self, S, where, R, float(self.C), stacklevel=3)
         return self
+
+    def _sharded(self, data, positive, edges, devices):
+        """``(data, positive, where)`` with the sample rows sharded over ``devices``.
+
+        The ``n`` samples are padded to a multiple of ``len(devices)`` with
+        zero rows that are isolated nodes of the graph and outside ``where``
+        (no loss, no score in any ranking); the unary rows of ``X`` are sharded
+        over the devices (XLA splits the products; the graph cuts run on the
+        host on the gathered scores).
+
+        Raises:
+            ValueError: sparse ``X``.
+        """
+        if data.X.sparse:
+            raise ValueError(
+                f"devices={self.devices!r} shards the samples of dense X; got sparse X. Pass "
+                "devices=None (one device), or X.toarray().")
+        n, d = data.shape
+        k = len(devices)
+        n_pad = -(-n // k) * k
+        X = np.zeros((n_pad, d), np.float32)
+        X[:n] = np.asarray(data.X.X)
+        padded = self._graph_data(X, edges, n_pad)
+        padded = GraphData(shard_rows(padded.X, devices), padded.G, padded.layout)
+        pos = np.zeros((positive.shape[0], n_pad), bool)
+        pos[:, :n] = positive
+        where = np.zeros_like(pos)
+        where[:, :n] = True
+        return padded, pos, where
 
     def _set_fitted(self, res, extras, classes, multi, data, positive, where=None):
         W = np.asarray(res.w, np.float32)
@@ -683,6 +721,13 @@ class HOBSVM(_HighOrderSVM):
         max_iter: maximum solver iterations.
         tol: relative duality gap at which to stop.
         verbose: print progress.
+        devices: ``None`` (one device), an int (the first k local devices) or
+            a list of ``jax.Device``: the samples (dense ``X``) are padded to
+            a multiple of the device count with isolated, masked-out nodes
+            and their rows are sharded over the devices; XLA splits the
+            products, and the graph cuts run on the host on the gathered
+            scores (they dominate a fit, so the gain is in memory more than
+            time).
 
     Attributes:
         coef_: ``[1, n_features]`` unary ranking direction ``w+ - w-`` (``[T,
@@ -714,10 +759,11 @@ class HOBSVM(_HighOrderSVM):
     _default_Cs = (1e-5, 1e-4, 1e-3, 1e-2)
 
     def __init__(self, C=1.0, *, eta=1.0, J=None, fit_intercept=True, max_enum=12,
-                 graph_method="auto", max_iter=1000, tol=1e-4, verbose=False):
+                 graph_method="auto", max_iter=1000, tol=1e-4, verbose=False, devices=None):
         self.C = C
         self.eta = eta
         self.J = J
+        self.devices = devices
         self.fit_intercept = fit_intercept
         self.max_enum = max_enum
         self.graph_method = graph_method
@@ -779,7 +825,11 @@ def _run_fits(est, model, data, problems, C, *, single, batch_size=None, progres
                       callback=_print_progress if est.verbose else None,
                       w0=None if w0 is None else w0[0])
         return jax.tree_util.tree_map(lambda a: a[None], res), {}
-    devices = resolve_devices(1)
+    # Rows sharded by devices= (HOBSVM._sharded): the queue runs on the data's
+    # mesh; else on one device.
+    sharded = len(getattr(data.X.X, "sharding", None).device_set) > 1 if isinstance(
+        data.X.X, jax.Array) else False
+    devices = None if sharded else resolve_devices(1)
     bs = choose_batch_size(batch_size, C.shape[0], model.dim(data), 1, model.cache)
     res = fit_batch(model, data, problems, C, tol=tol, max_iter=int(est.max_iter),
                     batch_size=bs, devices=devices,
@@ -826,6 +876,13 @@ class HOAPSVM(_HighOrderSVM):
             HOB-SVM initialisation).
         tol: relative duality gap of every convex problem.
         verbose: print progress.
+        devices: ``None`` (one device), an int (the first k local devices) or
+            a list of ``jax.Device``: the samples (dense ``X``) are padded to
+            a multiple of the device count with isolated, masked-out nodes
+            and their rows are sharded over the devices; XLA splits the
+            products, and the graph cuts run on the host on the gathered
+            scores (they dominate a fit, so the gain is in memory more than
+            time).
 
     Convergence: on many small components (threads, images) the convex
     steps converge as AP-SVM does. On Cora's citation graph (one component of
@@ -875,9 +932,11 @@ class HOAPSVM(_HighOrderSVM):
 
     def __init__(self, C=1.0, *, eta=1.0, init="hobsvm", init_C=None, init_max_iter=None,
                  fit_intercept=True, max_enum=12, graph_method="auto", inference="select",
-                 cccp_max_iter=10, cccp_tol=1e-3, max_iter=1000, tol=1e-4, verbose=False):
+                 cccp_max_iter=10, cccp_tol=1e-3, max_iter=1000, tol=1e-4, verbose=False,
+                 devices=None):
         self.C = C
         self.eta = eta
+        self.devices = devices
         self.init = init
         self.init_C = init_C
         self.init_max_iter = init_max_iter
