@@ -402,3 +402,25 @@ def test_host_kernels_on_extreme_keys_equal_xla(kind):
     for path in ("host", "numpy"):
         for a, b in zip(res[path], res["xla"]):
             _assert_same(a, b, (kind, path))
+
+
+@pytest.mark.parametrize("case", ["kp_above_n", "overflowing_scores"])
+def test_paths_agree_beyond_the_usual_inputs(case):
+    # kp > n is a valid (loose) bound on the positives: the native layout used
+    # to reject it. Scores near 1e38 overflow the float stage (differences of
+    # +-3e38), which can give head ranks outside [0, kp + 1]: every path must
+    # count them as XLA's scatter-add does (the NumPy kernel used to crash).
+    rng = np.random.default_rng(5)
+    n = 600
+    if case == "kp_above_n":
+        s, kp = rng.standard_normal(n).astype(np.float32), n + 1
+    else:
+        s, kp = (np.clip(rng.standard_normal(n), -3, 3) * 1e38).astype(np.float32), 200
+    y = rng.random(n) < (0.1 if case == "kp_above_n" else 0.2)
+    args = (jnp.asarray(s), jnp.asarray(y), jnp.ones(n, bool))
+    res = {}
+    for path in ("xla", "host", "numpy"):
+        with jaxrank.inference.sort_path(path):
+            res[path] = _np(ap_oracle(*args, kp=kp))
+    for path in ("host", "numpy"):
+        _assert_same(res[path], res["xla"], (case, path))

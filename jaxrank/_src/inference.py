@@ -952,8 +952,11 @@ def _ap_expand_rows(outs, J, opt_head, m, src, neg_valid, P, N, *, kp):
         ob = out[b]
         np.multiply(neg_valid[b], pb + 1, out=ob, casting="unsafe")
         ob[src[b, :mb]] = o
-        hist = np.bincount(o, minlength=kp + 2)
-        hist[min(pb + 1, hist.shape[0] - 1)] += nb - mb  # the non-candidates
+        # As XLA's scatter-add: a negative rank counts from the end, one still
+        # out of range is dropped (only after an overflow of the float stage).
+        at = np.where(o < 0, o + kp + 2, o)
+        hist = np.bincount(at[(at >= 0) & (at <= kp + 1)], minlength=kp + 2)
+        hist[min(pb + 1, kp + 1)] += nb - mb  # the non-candidates
         n_above[b] = np.cumsum(hist[: kp + 1])[1:]
 
 

@@ -146,7 +146,7 @@ static void radix_sort(int32_t *keys, int32_t *vals, int32_t *kt, int32_t *vt, i
             for (int64_t i = 0; i < m; i++) kd[h[(ukey(ks[i]) >> s) & mk]++] = ks[i];
         }
         int32_t *t = ks; ks = kd; kd = t;
-        t = vs; vs = vd; vd = t;
+        if (vals) { t = vs; vs = vd; vd = t; }
     }
     if (ks != keys) {
         memcpy(keys, ks, (size_t)m * sizeof(int32_t));
@@ -334,7 +334,7 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_layout(XLA_FFI_CallFrame *cf) {
     CHECK(view(&c, RET(4), "src", 1, XLA_FFI_DataType_S32, &src));
     const int64_t n = sk.core_dims[0], kp = psk.core_dims[0], t_len = tkd.core_dims[0];
     if (ak.core_dims[0] != n || pos.core_dims[0] != n || neg.core_dims[0] != n ||
-        src.core_dims[0] != n || psrc.core_dims[0] != kp || kp > n) {
+        src.core_dims[0] != n || psrc.core_dims[0] != kp) {
         snprintf(c.msg, sizeof c.msg, "ap_layout: inconsistent shapes (n %lld, kp %lld)",
                  (long long)n, (long long)kp);
         FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
@@ -392,7 +392,11 @@ static void ap_expand_row(const int32_t *J, int64_t kp, const int32_t *opt_head,
         run += cnt[j];
         const int32_t o = j < h ? opt_head[j] : (int32_t)(run + 1);
         out[src[j]] = o;
-        if (o >= 0 && o <= kp + 1) hist[o]++;
+        /* As XLA's scatter-add in _counts_above: a negative index counts from
+         * the end, one still out of range is dropped (only reached when the
+         * float stage overflowed, e.g. scores near 1e38). */
+        const int64_t at = o < 0 ? (int64_t)o + kp + 2 : (int64_t)o;
+        if (at >= 0 && at <= kp + 1) hist[at]++;
     }
     hist[(int64_t)P + 1 < kp + 1 ? P + 1 : kp + 1] += N - (int32_t)mb;
     int64_t acc = hist[0];
