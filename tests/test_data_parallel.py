@@ -44,6 +44,25 @@ def _mesh():
     return Mesh(np.asarray(devs[:2]), ("samples",))
 
 
+def _spy_placements(monkeypatch):
+    """Record ``(shape, sharding)`` of every ``jax.device_put`` until ``monkeypatch.undo()``."""
+    placed = []
+    put = jax.device_put
+
+    def spy(x, device=None, *args, **kwargs):
+        placed.append((np.shape(x), device))
+        return put(x, device, *args, **kwargs)
+
+    monkeypatch.setattr(jax, "device_put", spy)
+    return placed
+
+
+def _sample_rows(placed, n_devices=2):
+    """Shapes of the arrays placed with their rows sharded over ``n_devices``."""
+    return [shape for shape, s in placed if isinstance(s, NamedSharding)
+            and s.spec == PartitionSpec("samples", None) and len(s.device_set) == n_devices]
+
+
 @pytest.mark.parametrize("name", ["ap", "auc", "binary"])
 def test_sample_sharded_fit_equals_the_one_device_fit(name):
     X, y = _data()
@@ -131,19 +150,10 @@ def test_estimator_devices_shards_the_samples(name, monkeypatch):
     cls = getattr(jaxrank, name)
     C = 0.1 if name == "BinarySVM" else 10.0
     one = cls(C=C, tol=1e-5).fit(X, y)
-    placed = []
-    put = jax.device_put
-
-    def spy(x, device=None, *args, **kwargs):
-        placed.append(device)
-        return put(x, device, *args, **kwargs)
-
-    monkeypatch.setattr(jax, "device_put", spy)
+    placed = _spy_placements(monkeypatch)
     two = cls(C=C, tol=1e-5, devices=2).fit(X, y)
     monkeypatch.undo()
-    spec = PartitionSpec("samples", None)
-    rows = [s for s in placed if isinstance(s, NamedSharding) and s.spec == spec]
-    assert rows and all(len(s.device_set) == 2 for s in rows)
+    assert _sample_rows(placed)
     assert one.converged_ and two.converged_
     np.testing.assert_allclose(two.objective_, one.objective_, rtol=2e-5)
     # Same scores up to the certified gaps (the optimum is unique: strongly convex).
@@ -241,18 +251,10 @@ def test_kernelrank_devices_shards_the_rows(monkeypatch):
     X, y = _data(n=601)
     kw = dict(max_iter=60, random_state=0)
     one = jaxrank.KernelRank(**kw).fit(X, y)
-    placed = []
-    put = jax.device_put
-
-    def spy(x, device=None, *args, **kwargs):
-        placed.append((np.shape(x), device))
-        return put(x, device, *args, **kwargs)
-
-    monkeypatch.setattr(jax, "device_put", spy)
+    placed = _spy_placements(monkeypatch)
     two = jaxrank.KernelRank(**kw, devices=2).fit(X, y)
     monkeypatch.undo()
-    rows = [shape for shape, s in placed if isinstance(s, NamedSharding)
-            and s.spec == PartitionSpec("samples", None) and len(s.device_set) == 2]
+    rows = _sample_rows(placed)
     assert rows and all(shape[0] % 2 == 0 and shape[0] >= 601 for shape in rows)
     np.testing.assert_allclose(two.objective_history_, one.objective_history_, rtol=1e-4)
     np.testing.assert_allclose(two.coef_, one.coef_, rtol=1e-3, atol=1e-5)
@@ -307,18 +309,10 @@ def test_high_order_devices_shards_the_samples(name, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         one = cls(**kw).fit(X, y, edges=e)
-        placed = []
-        put = jax.device_put
-
-        def spy(x, device=None, *args, **kwargs):
-            placed.append((np.shape(x), device))
-            return put(x, device, *args, **kwargs)
-
-        monkeypatch.setattr(jax, "device_put", spy)
+        placed = _spy_placements(monkeypatch)
         two = cls(**kw, devices=2).fit(X, y, edges=e)
         monkeypatch.undo()
-    rows = [shape for shape, s in placed if isinstance(s, NamedSharding)
-            and s.spec == PartitionSpec("samples", None) and len(s.device_set) == 2]
+    rows = _sample_rows(placed)
     assert rows and all(shape[0] == 302 for shape in rows), rows
     gap = (one.objective_ - one.dual_objective_) + (two.objective_ - two.dual_objective_)
     if name == "HOBSVM":
