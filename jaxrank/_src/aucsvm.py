@@ -175,10 +175,8 @@ def _auc_counts_host(key, qm, qp, pos, neg):
     """
     n = key.shape[-1]
     if _native_host():
-        ops = (key, qm, qp, pos, neg)
         shapes = (jax.ShapeDtypeStruct((n,), jnp.int32),) * 2
-        res = jax.ffi.ffi_call("jaxrank_auc_counts", shapes, vmap_method="expand_dims")(*ops)
-        return native._vary_results(tuple(res), ops)
+        return tuple(native.call("jaxrank_auc_counts", shapes, key, qm, qp, pos, neg))
 
     def host(outs, *args):
         B = int(np.prod(args[0].shape[:-1]))

@@ -85,7 +85,7 @@ import numpy as np
 from jax import lax
 
 from jaxrank._src import native
-from jaxrank._src.native import _vary, _vary_results, _varying_zero
+from jaxrank._src.native import _vary, _varying_zero
 
 __all__ = [
     "ActiveSet",
@@ -279,9 +279,7 @@ def _native_sq_norms(rows):
     target = "jaxrank_sq_norms_csr" if rows.is_sparse else "jaxrank_sq_norms_dense"
     out = jax.ShapeDtypeStruct((rows.n_rows,), _F32)
     ops = (*_rows_operands(rows), rows.bias)
-    return _vary_results(
-        jax.ffi.ffi_call(target, out, vmap_method="expand_dims")(*ops), ops
-    )
+    return native.call(target, out, *ops)
 
 
 # --------------------------------------------------------------------------
@@ -611,10 +609,7 @@ def _native_epoch(w, alpha, rows, labels, upper, order, sqn, driver, *, n_epochs
             jax.ShapeDtypeStruct((), jnp.bool_),
         ]
     target = "jaxrank_dcd_epoch_csr" if rows.is_sparse else "jaxrank_dcd_epoch_dense"
-    res = jax.ffi.ffi_call(target, outs, vmap_method="expand_dims")(
-        *ops, n_epochs=np.int64(n_epochs)
-    )
-    res = _vary_results(res, ops)
+    res = native.call(target, outs, *ops, n_epochs=np.int64(n_epochs))
     if active is None:
         return res[0], res[1], None, None, None, None, None
     return res[0], res[1], res[3], res[4], res[5], res[6], res[7]
@@ -865,9 +860,7 @@ def _native_dots(rows, w):
     target = "jaxrank_row_dots_csr" if rows.is_sparse else "jaxrank_row_dots_dense"
     out = jax.ShapeDtypeStruct((rows.n_rows,), _F32)
     ops = (w, *_rows_operands(rows), rows.bias)
-    return _vary_results(
-        jax.ffi.ffi_call(target, out, vmap_method="expand_dims")(*ops), ops
-    )
+    return native.call(target, out, *ops)
 
 
 def _xla_dots(rows, w):
@@ -907,10 +900,7 @@ def random_order(key, m: int) -> jax.Array:
 def _native_order(key, *, m):
     seed = jax.random.bits(key, (2,), jnp.uint32)
     out = jax.ShapeDtypeStruct((m,), _I32)
-    return _vary_results(
-        jax.ffi.ffi_call("jaxrank_random_order", out, vmap_method="expand_dims")(seed),
-        (seed,),
-    )
+    return native.call("jaxrank_random_order", out, seed)
 
 
 def _xla_order(key, *, m):

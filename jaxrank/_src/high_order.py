@@ -88,11 +88,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxrank._src import graph as G
 from jaxrank._src.base import (
+    DEVICES_CONSTRAINT,
     StructuredSVM,
     _print_progress,
     check_feature_scale,
     check_positive_float32,
-    DEVICES_CONSTRAINT,
     choose_batch_size,
     fit_batch,
     fit_one,
@@ -827,8 +827,8 @@ def _run_fits(est, model, data, problems, C, *, single, batch_size=None, progres
         return jax.tree_util.tree_map(lambda a: a[None], res), {}
     # Rows sharded by devices= (HOBSVM._sharded): the queue runs on the data's
     # mesh; else on one device.
-    sharded = len(getattr(data.X.X, "sharding", None).device_set) > 1 if isinstance(
-        data.X.X, jax.Array) else False
+    rows = data.X.X
+    sharded = isinstance(rows, jax.Array) and len(rows.sharding.device_set) > 1
     devices = None if sharded else resolve_devices(1)
     bs = choose_batch_size(batch_size, C.shape[0], model.dim(data), 1, model.cache)
     res = fit_batch(model, data, problems, C, tol=tol, max_iter=int(est.max_iter),

@@ -880,14 +880,13 @@ def _ap_layout_host(ak, pos_valid, neg_valid, tkd, P_, N, *, kp, caps, kh):
     """
     n = ak.shape[-1]
     if _native_host():
-        ops = (ak, pos_valid, neg_valid, tkd, P_, N)
         shapes = (jax.ShapeDtypeStruct((kp,), ak.dtype), jax.ShapeDtypeStruct((kp,), jnp.int32),
                   jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((n,), ak.dtype),
                   jax.ShapeDtypeStruct((n,), jnp.int32))
-        res = jax.ffi.ffi_call("jaxrank_ap_layout", shapes, vmap_method="expand_dims")(
-            *ops, kh=np.int64(kh), select=np.int64(len(caps) > 1),
-            niter=np.int64(_num_bisections(n + 1)))
-        return native._vary_results(tuple(res), ops)
+        return tuple(native.call("jaxrank_ap_layout", shapes, ak, pos_valid, neg_valid, tkd,
+                                 P_, N, kh=np.int64(kh),
+                                 select=np.int64(len(caps) > 1),
+                                 niter=np.int64(_num_bisections(n + 1))))
     t_len = tkd.shape[-1]
 
     def host(outs, ak, pos_valid, neg_valid, tkd, P_, N):
@@ -970,10 +969,9 @@ def _ap_expand_host(J, opt_head, m, src, neg_valid, P, N, *, kp):
     n = src.shape[-1]
     kh = opt_head.shape[-1]
     if _native_host():
-        ops = (J, opt_head, m, src, neg_valid, P, N)
         shapes = (jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((kp,), jnp.int32))
-        res = jax.ffi.ffi_call("jaxrank_ap_expand", shapes, vmap_method="expand_dims")(*ops)
-        return native._vary_results(tuple(res), ops)
+        return tuple(native.call("jaxrank_ap_expand", shapes, J, opt_head, m, src, neg_valid,
+                                 P, N))
 
     def host(outs, J, opt_head, m, src, neg_valid, P, N):
         batch = src.shape[:-1]

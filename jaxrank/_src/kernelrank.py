@@ -552,25 +552,33 @@ def _as_matrix(X, shape=None):
     return jnp.pad(X, [(0, shape[0] - X.shape[0]), (0, shape[1] - X.shape[1])])
 
 
-def _linear_problem(X, y01, w0):
+def _linear_problem(X, y01, w0, devices=None):
     """``(X, pos, neg, w0)`` for :func:`_fit_linear`, padded to shape buckets.
 
     Rows and columns are padded as in the structured SVMs' ``fit``
     (:func:`jaxrank._src.base.fit_buckets`), so that fits of nearby sizes
     share one compiled program: padding rows are in neither ``pos`` nor
     ``neg``, padding columns are zero (their weights get a zero gradient and
-    stay 0).
+    stay 0). With ``devices`` (a tuple of several, dense ``X``) the rows are
+    also padded to a multiple of their number and sharded over them
+    (:func:`jaxrank._src.base.shard_rows`).
     """
-    from jaxrank._src.base import fit_buckets
+    from jaxrank._src.base import fit_buckets, shard_rows
+    from jaxrank._src.features import Design
 
     n, d = X.shape
     n_pad, d_pad, _ = fit_buckets(n, d, 1)
+    if devices is not None:
+        n_pad = -(-n_pad // len(devices)) * len(devices)
     pos = np.zeros(n_pad, bool)
     pos[:n] = y01
     neg = np.zeros(n_pad, bool)
     neg[:n] = ~y01
     w0 = np.pad(np.asarray(w0, np.float32), (0, d_pad - d))
-    return _as_matrix(X, (n_pad, d_pad)), jnp.asarray(pos), jnp.asarray(neg), jnp.asarray(w0)
+    Xm = _as_matrix(X, (n_pad, d_pad))
+    if devices is not None:
+        Xm = shard_rows(Design(Xm), devices).X
+    return Xm, jnp.asarray(pos), jnp.asarray(neg), jnp.asarray(w0)
 
 
 def _lda_init(X, y01, ridge):
@@ -956,7 +964,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         t0 = time.perf_counter()
         bw, grid, lr = self._check_params()
         seed = check_random_state(self.random_state).randint(2**31 - 1)
-        self._shard = self._sample_devices(X)
+        devices = self._sample_devices(X)
         if self.scorer == "linear":
             if mask is not None:
                 raise ValueError("mask is only used with scorer='gmm'; got a mask.")
@@ -976,7 +984,8 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             # ones); f = 1 for standardised or 0/1 features.
             f = _feature_scale(X)
             self.feature_scale_ = f
-            w, bw_used, hist = self._fit_linear_all(_scaled(X, 1 / f), y01, bw, grid, lr, seed)
+            w, bw_used, hist = self._fit_linear_all(_scaled(X, 1 / f), y01, bw, grid, lr, seed,
+                                                    devices)
             self.coef_ = _scaled(w[None, :], 1 / f)
             self.init_coef_ = _scaled(self.init_coef_, 1 / f)
             s = self._linear_scores(X)
@@ -1008,7 +1017,6 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         self.objective_ = float(hist[-1]) if len(hist) else float("nan")
         self.n_iter_ = int(self.max_iter)
         self.fit_time_ = time.perf_counter() - t0
-        self._shard = None  # devices are not fitted state
         if self.verbose:
             print(
                 f"KernelRank[{self.scorer}, {self.kernel}] bandwidth={self.bandwidth_:.4g} "
@@ -1037,25 +1045,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                 "Pass devices=None (one device).")
         return devices
 
-    def _linear_problem(self, X, y01, w0):
-        """:func:`_linear_problem`, with the rows sharded over ``self._shard`` if set."""
-        Xm, pos, neg, w0m = _linear_problem(X, y01, w0)
-        devices = getattr(self, "_shard", None)
-        if devices is None:
-            return Xm, pos, neg, w0m
-        from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-        k = len(devices)
-        extra = -Xm.shape[0] % k  # padding rows: in neither pos nor neg
-        if extra:
-            Xm = jnp.concatenate([Xm, jnp.zeros((extra, Xm.shape[1]), Xm.dtype)])
-            pos = jnp.concatenate([pos, jnp.zeros((extra,), bool)])
-            neg = jnp.concatenate([neg, jnp.zeros((extra,), bool)])
-        mesh = Mesh(np.asarray(devices), ("samples",))
-        Xm = jax.device_put(Xm, NamedSharding(mesh, PartitionSpec("samples", None)))
-        return Xm, pos, neg, w0m
-
-    def _fit_linear_all(self, X, y01, bw, grid, lr, seed):
+    def _fit_linear_all(self, X, y01, bw, grid, lr, seed, devices=None):
         rng = np.random.RandomState(seed)
         kw = dict(
             kernel=self.kernel,
@@ -1076,7 +1066,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             Xt, yt, Xv, yv = X[~val], y01[~val], X[val], y01[val]
             w0 = _lda_init(Xt, yt, ridge=float(self.init_ridge))
             h = base_bw(Xt, yt, w0) * grid
-            Xm, pos, neg, w0m = self._linear_problem(Xt, yt, w0)
+            Xm, pos, neg, w0m = _linear_problem(Xt, yt, w0, devices)
             Wt, _ = jax.vmap(
                 lambda hh: _fit_linear(Xm, pos, neg, w0m, hh, lr, **kw)
             )(_check_bandwidths(h))
@@ -1093,7 +1083,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             mult = float(grid[0]) if grid is not None else 1.0
         w0 = _lda_init(X, y01, ridge=float(self.init_ridge))
         h = base_bw(X, y01, w0) * mult
-        Xm, pos, neg, w0m = self._linear_problem(X, y01, w0)
+        Xm, pos, neg, w0m = _linear_problem(X, y01, w0, devices)
         w, hist = _fit_linear(Xm, pos, neg, w0m, _check_bandwidths(h), lr, **kw)
         self.init_coef_ = np.asarray(w0, np.float32)[None, :]
         self.bandwidth_multiplier_ = mult

@@ -129,3 +129,18 @@ def _vary(x, zero):
     if x.dtype == jnp.bool_:
         return x | (zero != 0)
     return x + zero.astype(x.dtype)
+
+
+def call(target, result_shapes, *operands, **attrs):
+    """Call the registered FFI ``target`` of the library on ``operands``.
+
+    ``jax.ffi.ffi_call`` with ``vmap_method="expand_dims"`` (a batch is one
+    call: the kernels loop over the leading batch axes, broadcasting axes of
+    size 1), and results given the varying mesh axes of the operands
+    (``ffi_call`` drops them inside ``shard_map``). ``attrs``: scalar
+    attributes (``np.int64``). Returns what ``ffi_call`` returns for
+    ``result_shapes`` (one array or a list).
+    """
+    res = jax.ffi.ffi_call(target, result_shapes, vmap_method="expand_dims")(*operands, **attrs)
+    return _vary_results(res, operands)
+

@@ -40,6 +40,7 @@ from jaxrank._src.base import (
     StructuredSVM,
     check_feature_scale,
     check_positive_float32,
+    is_device_grid,
     map_score,
     pad_design,
     progress_hook,
@@ -391,7 +392,7 @@ def sweep(
     # sample axis (masked out everywhere) and sharded; `data` stays as given
     # for the fitted estimators.
     run = (data, positive, where, run_masks)
-    if _is_grid(devices):
+    if is_device_grid(devices):
         run = _grid_layout(data, positive, where, run_masks, groups, devices)
     out, cv_time = _run(est, *run, grid, groups, batch_size, devices, progress, verbose)
     extensions = 0
@@ -469,10 +470,6 @@ def _refit(est, data, positive, where, classes, best_C, groups, batch_size, devi
     return _estimators(est, data, positive, where, classes, best_C, res, extras)
 
 
-def _is_grid(devices):
-    return isinstance(devices, tuple) and bool(devices) and isinstance(devices[0], tuple)
-
-
 def _check_grid(devices):
     """``devices`` as given, or a grid (nested sequences) as a tuple of device tuples.
 
@@ -504,7 +501,7 @@ def _grid_for(data, devices, n_problems):
     rows (the rows of ``data`` are placed again on that smaller mesh); other
     ``devices`` are returned unchanged.
     """
-    if not _is_grid(devices) or n_problems >= len(devices):
+    if not is_device_grid(devices) or n_problems >= len(devices):
         return data, devices
     sub = devices[:max(int(n_problems), 1)]
     return shard_rows(data, sub), sub
