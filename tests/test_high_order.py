@@ -1,6 +1,7 @@
 """HOB-SVM and HOAP-SVM (Dokania et al., ECCV 2014) against literal references."""
 
 import itertools
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -211,7 +212,7 @@ def test_hoap_apsvm_init_starts_at_apsvm_objective(data):
 @pytest.fixture(scope="module")
 def hoap(data):
     X, y, e = data
-    return jaxrank.HOAPSVM(C=5.0, eta=0.5, cccp_max_iter=3, cccp_tol=0.0, max_iter=100,
+    return jaxrank.HOAPSVM(C=5.0, eta=0.5, cccp_max_iter=3, cccp_tol=0.0, max_iter=30,
                            tol=1e-4).fit(X, y, edges=e)
 
 
@@ -219,7 +220,7 @@ def test_cccp_objective_is_non_increasing(hoap):
     h = hoap
     F, gaps = h.cccp_objectives_, h.cccp_gaps_
     assert len(F) == h.n_cccp_iter_ + 1 >= 3
-    assert np.any(gaps > 1e-4 * F[1:])  # some step stopped unconverged (max_iter=100) ...
+    assert np.any(gaps > 1e-4 * F[1:])  # some step stopped unconverged (max_iter=30) ...
     for t in range(len(F) - 1):  # ... and still no increase: warm-started at W_t
         assert F[t + 1] <= F[t] + 1e-5 * F[t]
     assert F[-1] < F[0]  # CCCP moved from the HOB-SVM initialisation
@@ -231,9 +232,9 @@ def hob_fits(data):
     """HOB-SVM on the toy data by enumeration (``auto``) and by graph cuts (``bk``)."""
     X, y, e = data
     kw = {"C": 0.05, "eta": 0.5, "max_iter": 150}
-    with pytest.warns(ConvergenceWarning):  # 150 iterations: certified, not converged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # both converge (tol 1e-4)
         a = jaxrank.HOBSVM(graph_method="auto", **kw).fit(X, y, edges=e)  # enumeration
-    with pytest.warns(ConvergenceWarning):
         b = jaxrank.HOBSVM(graph_method="bk", **kw).fit(X, y, edges=e)
     return kw, a, b
 
@@ -243,9 +244,10 @@ def test_back_ends_agree_in_training(hob_fits):
     # max-marginals up to rounding, so the fits reach the same optimum: their
     # certified intervals [dual, objective] overlap.
     _, a, b = hob_fits
-    assert a.objective_ - a.dual_objective_ < 1e-2 * a.objective_  # intervals are narrow
+    for f in (a, b):  # converged: intervals of relative width <= tol
+        assert f.objective_ - f.dual_objective_ <= 1e-4 * f.objective_
     assert max(a.dual_objective_, b.dual_objective_) <= min(a.objective_, b.objective_) + 1e-6
-    np.testing.assert_allclose(a.objective_, b.objective_, rtol=2e-3)
+    np.testing.assert_allclose(a.objective_, b.objective_, rtol=2e-4)
 
 
 def test_decision_function_is_the_max_marginal_difference(data, hoap):
@@ -350,7 +352,7 @@ def test_save_load_and_command_line(data, hoap, tmp_path, capsys):
     np.savez(tmp_path / "train.npz", X=X, y=y)
     assert main(["train", str(tmp_path / "train.npz"), str(tmp_path / "hoap.npz"), "--model",
                  "hoap-svm", "--edges", str(tmp_path / "edges.txt"), "-c", "5", "--param",
-                 "eta=0.5", "--param", "cccp_max_iter=1", "--max-iter", "100", "--quiet"]) == 0
+                 "eta=0.5", "--param", "cccp_max_iter=1", "--max-iter", "30", "--quiet"]) == 0
     hoap_cli = jaxrank.load(tmp_path / "hoap.npz")
     assert isinstance(hoap_cli, jaxrank.HOAPSVM) and hoap_cli.n_cccp_iter_ == 1
     np.testing.assert_allclose(hoap_cli.cccp_objectives_, h.cccp_objectives_[:2], rtol=1e-4)

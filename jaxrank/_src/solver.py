@@ -192,6 +192,83 @@ def _pairwise_step(beta, ell, v, gram, levels):
     return beta, ell, v
 
 
+# Bisection steps of the projected line search (each halves the bracket; a
+# Newton step on the last piece then makes the step exact).
+_LINE_SEARCH_BISECTIONS = 32
+
+
+def _bounded_mask(w, bounds):
+    """``[dim]`` bool: the entries ``start <= k < stop`` kept ``<= 0`` (``bounds``)."""
+    start, stop = bounds
+    k = jnp.arange(w.shape[-1])
+    return (k >= start) & (k < stop)
+
+
+def _projected_line_search(z, e, c0, on, gmax):
+    """Exact line search of the dual with the sign multipliers at their optimum.
+
+    With ``nu`` maximised out, the dual along ``z + gamma e`` is ``phi(gamma)
+    = c0 gamma - 1/2 ||Pi(z + gamma e)||^2 + const``, where ``Pi`` clamps the
+    entries of ``on`` to ``min(0, .)`` (the projection onto ``w[J] <= 0``).
+    ``phi`` is concave and its derivative ``c0 - <Pi(z + gamma e), e>`` is
+    continuous, piecewise linear and non-increasing, so its root in ``[0,
+    gmax]`` is bracketed by bisection and then solved exactly on the last
+    linear piece.
+
+    Args:
+        z: ``[dim]`` unprojected point ``w + nu``.
+        e: ``[dim]`` direction.
+        c0: ``[]`` slope of the linear part of the dual along ``e``.
+        on: ``[dim]`` bool, the sign-constrained entries.
+        gmax: ``[]`` largest step (``>= 0``).
+
+    Returns:
+        ``[]`` the maximiser ``gamma`` in ``[0, gmax]``.
+    """
+
+    def slope(g):
+        x = z + g * e
+        return c0 - jnp.dot(jnp.where(on, jnp.minimum(x, 0), x), e)
+
+    def halve(_, lohi):
+        lo, hi = lohi
+        mid = 0.5 * (lo + hi)
+        up = slope(mid) > 0
+        return jnp.where(up, mid, lo), jnp.where(up, hi, mid)
+
+    lo, hi = lax.fori_loop(0, _LINE_SEARCH_BISECTIONS, halve,
+                           (jnp.zeros_like(gmax), gmax))
+    # On [lo, hi] the active set is (almost surely) fixed: one Newton step.
+    x = z + 0.5 * (lo + hi) * e
+    curv = jnp.sum(jnp.where(on & (x > 0), 0, e * e))
+    g = lo + slope(lo) / jnp.where(curv > 0, curv, 1)
+    g = jnp.where(curv > 0, jnp.clip(g, lo, hi), hi)
+    g = jnp.where(slope(jnp.zeros_like(gmax)) <= 0, 0, g)
+    return jnp.where(slope(gmax) >= 0, gmax, g)
+
+
+def _pairwise_step_projected(beta, ell, z, corners, levels, on):
+    """:func:`_pairwise_step` for a model with sign constraints.
+
+    The dual is taken with the multipliers ``nu`` of ``w[J] <= 0`` at their
+    optimum for every ``beta`` (so ``w = Pi(z)``, ``z = w + nu``): the
+    violations use the projected ``w`` and the step's line search is
+    :func:`_projected_line_search`. Without this, a step that pushes ``w[J]``
+    above 0 is judged as if ``nu`` stayed fixed, and the alternation of
+    ``beta`` and ``nu`` steps crawls (HOAP-SVM on Cora: relative gap 0.85
+    after 150 iterations). O(cache * dim) per step.
+    """
+    w = jnp.where(on, jnp.minimum(z, 0), z)
+    viol = levels - corners @ w
+    t = jnp.argmax(viol)
+    a = jnp.argmin(jnp.where(beta > 0, viol, jnp.inf))
+    e = corners[t] - corners[a]
+    gamma = _projected_line_search(z, e, levels[t] - levels[a], on, beta[a])
+    ell = ell + gamma * (levels[t] - levels[a])
+    beta = beta.at[a].add(-gamma).at[t].add(gamma)
+    return beta, ell, z + gamma * e
+
+
 def _tree_vdot(a, b):
     return sum(jnp.vdot(x, y) for x, y in zip(jax.tree_util.tree_leaves(a),
                                                jax.tree_util.tree_leaves(b)))
@@ -342,10 +419,16 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         # Pegasos / Frank-Wolfe step towards the new plane (line search); only
         # the plane part w - w_other moves.
         d = (w - w_other) - ws
-        gap = jnp.dot(w, d) - ell + ls
-        denom = jnp.dot(d, d)
-        gamma = jnp.clip(gap / jnp.where(denom > 0, denom, 1), 0, 1)
-        gamma = jnp.where(denom > 0, gamma, 0)
+        if bounds is None:
+            gap = jnp.dot(w, d) - ell + ls
+            denom = jnp.dot(d, d)
+            gamma = jnp.clip(gap / jnp.where(denom > 0, denom, 1), 0, 1)
+            gamma = jnp.where(denom > 0, gamma, 0)
+        else:
+            # The line search with the sign multipliers nu re-optimised along
+            # the segment (w = Pi(w + nu) at every point of it).
+            gamma = _projected_line_search(w + nu, -d, ls - ell, _bounded_mask(w, bounds),
+                                           jnp.asarray(1, dtype))
         w = w - gamma * d
         ell = ell + gamma * (ls - ell)
         beta = (1 - gamma) * beta
@@ -355,10 +438,18 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         r_agg = corners @ corners[agg]
         gram = gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
         gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
-        if model.inner_steps > 0:
+        if model.inner_steps > 0 and bounds is None:
             beta, ell, _ = lax.fori_loop(
                 0, model.inner_steps, lambda _, c: _pairwise_step(*c, gram, levels),
                 (beta, ell, gram @ beta + corners @ w_other),
+            )
+            w = beta @ corners + w_other
+        elif model.inner_steps > 0:
+            on = _bounded_mask(w, bounds)
+            beta, ell, _ = lax.fori_loop(
+                0, model.inner_steps,
+                lambda _, c: _pairwise_step_projected(*c, corners, levels, on),
+                (beta, ell, w + nu),
             )
             w = beta @ corners + w_other
     active, pg_tol = s.active, s.pg_tol
@@ -395,8 +486,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     if bounds is not None:
         # Exact maximisation of the dual over the multipliers of w[J] <= 0:
         # nu = max(0, w + nu_old) on J, so w = min(0, .) there (feasible).
-        start, stop = bounds
-        on = (jnp.arange(w.shape[0]) >= start) & (jnp.arange(w.shape[0]) < stop)
+        on = _bounded_mask(w, bounds)
         free = w + nu
         nu_new = jnp.where(on, jnp.maximum(free, 0), 0)
         w = free - nu_new
@@ -412,9 +502,7 @@ def _feasible(model, w):
     bounds = getattr(model, "nonpositive", None)
     if bounds is None:
         return w
-    start, stop = bounds
-    i = jnp.arange(w.shape[-1])
-    return jnp.where((i >= start) & (i < stop), jnp.minimum(w, 0), w)
+    return jnp.where(_bounded_mask(w, bounds), jnp.minimum(w, 0), w)
 
 
 def state_result(state: SolverState, tol) -> FitResult:
