@@ -138,21 +138,28 @@ def test_sign_constraint_pins_an_active_weight_to_zero(page_blocks):
 
     (A convex problem whose unconstrained minimiser violates the one
     constraint has its constrained minimiser on the boundary ``w_j = 0``.)
+    The plane steps judge the dual with the multiplier of ``w_j <= 0`` at its
+    optimum, so the constrained fit also takes about as many iterations as
+    the fit without feature j (with the multiplier held fixed during a step,
+    one of these fits took 156 iterations against 58).
     """
     X, y = page_blocks[0][:400], page_blocks[1][:400] > 0
     prob = ItemProblem(jnp.asarray(y), jnp.ones(400, bool))
     run = jax.jit(fit, static_argnames=("model", "max_iter"))
     free = run(APModel(kp=int(y.sum())), design(X), prob, C=100.0, tol=1e-5, max_iter=3000)
-    j = int(np.argmax(np.asarray(free.w)))
-    assert float(free.w[j]) > 0.05
-    con = run(APModel(kp=int(y.sum()), nonpositive=(j, j + 1)), design(X), prob, C=100.0,
-              tol=1e-5, max_iter=3000)
-    drop = run(APModel(kp=int(y.sum())), design(np.delete(X, j, axis=1)), prob, C=100.0,
-               tol=1e-5, max_iter=3000)
-    assert bool(con.converged) and bool(drop.converged)
-    assert float(con.w[j]) <= 0
-    np.testing.assert_allclose(float(con.objective), float(drop.objective), rtol=1e-4)
-    assert float(con.dual) <= float(drop.objective) * (1 + 1e-5)
+    w_free = np.asarray(free.w)
+    for j in np.argsort(-w_free)[:3]:  # the three largest weights
+        j = int(j)
+        assert w_free[j] > 0.05
+        con = run(APModel(kp=int(y.sum()), nonpositive=(j, j + 1)), design(X), prob, C=100.0,
+                  tol=1e-5, max_iter=3000)
+        drop = run(APModel(kp=int(y.sum())), design(np.delete(X, j, axis=1)), prob, C=100.0,
+                   tol=1e-5, max_iter=3000)
+        assert bool(con.converged) and bool(drop.converged)
+        assert float(con.w[j]) <= 0
+        np.testing.assert_allclose(float(con.objective), float(drop.objective), rtol=1e-4)
+        assert float(con.dual) <= float(drop.objective) * (1 + 1e-5)
+        assert int(con.num_steps) <= 1.5 * int(drop.num_steps)
 
 
 def _ap_objective64(X, y, w, C):

@@ -42,7 +42,16 @@ e.g. the pairwise weights of HOB-SVM, which keep its score supermodular).
 Their multipliers ``nu >= 0`` enter the dual as ``w = sum_y beta_y C a_y +
 sum_i alpha_i y_i z_i - nu``; after every iteration ``nu`` is set to its
 exact maximiser (``w[J] = min(0, .)``), so every iterate is feasible and ``D``
-stays a lower bound (block coordinate ascent on the dual).
+stays a lower bound. The plane steps of such a model take ``nu`` at its
+maximiser all along their segment: with ``z = w + nu`` the dual is ``ell +
+sum_i alpha_i - 1/2 ||Pi(z)||^2`` (``Pi`` clamps ``z[J]`` to ``<= 0``), a
+concave function whose exact line search is a root of a piecewise-linear
+derivative, found by bisection (``_projected_line_search``); the
+cached-plane steps then cost O(cache * dim) instead of O(cache). A step
+judged with ``nu`` held fixed is too short whenever it pushes ``w[J]`` above
+0 (HOAP-SVM on Cora, C = 5, eta = 1: relative gap of the last CCCP step
+3.6e-4 after 3,000 iterations with ``nu`` fixed, converged (1e-4) with it
+re-optimised).
 
 **Certificate.** ``F(w_best) - D >= F(w_best) - min F``: the fit stops when
 ``F(w_best) - D <= tol * F(w_best)`` (relative duality gap) or after
