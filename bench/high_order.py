@@ -45,7 +45,7 @@ Proposition-5 scores carries a convex term over every node of its
 component, so both are sums of many kinks seen through one slack. Measured on
 Cora (Neural_Networks, one task): a HOAP-SVM convex step (C = 0.5, eta =
 0.1, HOB-SVM start) went from a 0.76 relative gap after 150 iterations (the
-cap of the earlier runs) to converged in about 1,700 iterations with the
+cap of the earlier runs) to converged in about 2,000 iterations with the
 high-order models' plane cache of 128 planes and 128 cached-plane steps
 (``jaxrank._src.high_order.PLANE_CACHE``; 32 / 32 before: 1.4e-4 after
 3,000). The same step at eta = 1e-6 (pairwise weights negligible) is as

@@ -119,7 +119,7 @@ GRAPH_METHODS = ("auto", "enumerate", "bk", "python", "ortools", "pymaxflow")
 # many planes: on Cora (Neural_Networks, 1,354 training papers) 128 / 128
 # brought HOB-SVM at C = 1e-3 from a 3.1e-4 gap after 3,000 iterations to
 # converged (1e-4) in 1,076, and a HOAP-SVM convex step (C = 0.5, eta = 0.1)
-# from 1.4e-4 after 3,000 iterations to converged in about 1,700.
+# from 1.4e-4 after 3,000 iterations to converged in about 2,000.
 PLANE_CACHE = 128
 
 
@@ -908,9 +908,10 @@ class HOAPSVM(_HighOrderSVM):
     best labels at ``w``). So the loss of a ranking is a sum of many kinks
     seen through one slack, and the optimum combines many planes. Measured
     on Cora (Neural_Networks, ``C = 0.5``, ``eta = 0.1``, the HOB-SVM
-    start): the relative gap falls from 0.95 to 0.32 in the first 450
-    iterations, then to ``tol = 1e-4`` in about 1,700 (second step: about
-    600). Its cost is ~3 ms per iteration there. The plane cache of both
+    start): the relative gap falls from 0.95 to 0.26 in the first 450
+    iterations, then to ``tol = 1e-4`` in about 2,100 (second step: about
+    1,000); the whole fit, with the HOB-SVM start, took 19 s on 2 CPU
+    cores. The plane cache of both
     high-order models (``PLANE_CACHE = 128`` planes and cached-plane steps)
     and the solver's line search with the sign multipliers re-optimised
     (:mod:`jaxrank._src.solver`) are set for this; raise ``max_iter`` (the
