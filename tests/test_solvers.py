@@ -162,6 +162,23 @@ def test_sign_constraint_pins_an_active_weight_to_zero(page_blocks):
         assert int(con.num_steps) <= 1.5 * int(drop.num_steps)
 
 
+def test_sign_constraint_with_many_weights(page_blocks):
+    """The cheaper plane steps of a wide sign-constrained model (``nu`` held
+    fixed during a step) reach the same certified optimum."""
+    X, y = page_blocks[0][:400], page_blocks[1][:400] > 0
+    prob = ItemProblem(jnp.asarray(y), jnp.ones(400, bool))
+    run = jax.jit(fit, static_argnames=("model", "max_iter"))
+    narrow = run(APModel(kp=int(y.sum()), nonpositive=(1, 2)), design(X), prob, C=100.0,
+                 tol=1e-5, max_iter=3000)
+    # 40,000 empty sparse columns: the optimum is the same, with zero weights there.
+    wide_X = sp.hstack([sp.csr_matrix(X), sp.csr_matrix((400, 40_000), dtype=np.float32)])
+    wide = run(APModel(kp=int(y.sum()), nonpositive=(1, 2)), design(wide_X.tocsr()), prob,
+               C=100.0, tol=1e-5, max_iter=3000)
+    assert bool(narrow.converged) and bool(wide.converged)
+    assert float(wide.w[1]) <= 0 and not np.any(np.asarray(wide.w)[10:])
+    np.testing.assert_allclose(float(wide.objective), float(narrow.objective), rtol=2e-5)
+
+
 def _ap_objective64(X, y, w, C):
     """F(w) in float64 by the literal Algorithm 1 (tests/reference.py)."""
     w = np.asarray(w, np.float64)

@@ -47,7 +47,9 @@ maximiser all along their segment: with ``z = w + nu`` the dual is ``ell +
 sum_i alpha_i - 1/2 ||Pi(z)||^2`` (``Pi`` clamps ``z[J]`` to ``<= 0``), a
 concave function whose exact line search is a root of a piecewise-linear
 derivative, found by bisection (``_projected_line_search``); the
-cached-plane steps then cost O(cache * dim) instead of O(cache). A step
+cached-plane steps then cost O(cache * dim) instead of O(cache), so they are
+taken while ``(cache + 1) * inner_steps * dim <= 2**25`` (above it, ``nu``
+is held fixed during a step and re-set after it). A step
 judged with ``nu`` held fixed is too short whenever it pushes ``w[J]`` above
 0 (HOAP-SVM on Cora, C = 5, eta = 1: relative gap of the last CCCP step
 3.6e-4 after 3,000 iterations with ``nu`` fixed, converged (1e-4) with it
@@ -204,6 +206,14 @@ def _pairwise_step(beta, ell, v, gram, levels):
 # Bisection steps of the projected line search (each halves the bracket; a
 # Newton step on the last piece then makes the step exact).
 _LINE_SEARCH_BISECTIONS = 32
+
+# Largest (cache + 1) * inner_steps * dim for which the plane steps of a
+# sign-constrained model take the projected dual (their cost is O(cache * dim)
+# per cached-plane step instead of O(cache)). Above it (e.g. sparse tf-idf
+# features) the cheaper steps with ``nu`` held fixed are taken: HOB-SVM with
+# 20,000 sparse features and 128 / 128 planes took 180 ms per iteration with
+# projected steps against 5 ms without.
+_PROJECTED_MAX_WORK = 2 ** 25
 
 
 def _bounded_mask(w, bounds):
@@ -389,6 +399,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     hinge = model.hinge_terms(data, problem, C)
     has_oracle = model.oracle is not None
     bounds = getattr(model, "nonpositive", None)
+    # Plane steps on the projected dual (sign constraints, small enough dim).
+    projected = bounds is not None and (
+        (cache + 1) * int(model.inner_steps) * s.w.shape[0] <= _PROJECTED_MAX_WORK)
     # The point where F and the oracle are evaluated: the iterate, or the warm
     # start at the first iteration.
     at = s.w if w0 is None else jnp.where(s.it == 0, _feasible(model, w0.astype(dtype)), s.w)
@@ -428,7 +441,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         # Pegasos / Frank-Wolfe step towards the new plane (line search); only
         # the plane part w - w_other moves.
         d = (w - w_other) - ws
-        if bounds is None:
+        if not projected:
             gap = jnp.dot(w, d) - ell + ls
             denom = jnp.dot(d, d)
             gamma = jnp.clip(gap / jnp.where(denom > 0, denom, 1), 0, 1)
@@ -447,7 +460,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         r_agg = corners @ corners[agg]
         gram = gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
         gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
-        if model.inner_steps > 0 and bounds is None:
+        if model.inner_steps > 0 and not projected:
             beta, ell, _ = lax.fori_loop(
                 0, model.inner_steps, lambda _, c: _pairwise_step(*c, gram, levels),
                 (beta, ell, gram @ beta + corners @ w_other),
