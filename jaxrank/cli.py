@@ -619,7 +619,10 @@ def _compilation_cache(args):
     versions, so that a repeated ``train`` also skips tracing and lowering).
     A no-op returning ``None`` when JAX is already configured with a cache
     directory (e.g. by the caller of :func:`main`) or the location is not
-    writable.
+    writable; also (with a one-line warning) when the cache directory or its
+    ``jax/`` or ``programs/`` part is not the user's own or is writable by
+    other users, since both hold executables that are run (directories are
+    created with mode ``0o700``).
     """
     if getattr(args, "no_cache", False):
         return None
@@ -627,21 +630,38 @@ def _compilation_cache(args):
 
     if jax.config.jax_compilation_cache_dir:
         return None
-    from jaxrank._src.base import ProgramStore
+    from jaxrank._src.base import ProgramStore, untrusted_directory
 
     base = os.environ.get("JAXRANK_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
         "jaxrank")
     try:
-        os.makedirs(os.path.join(base, "jax"), exist_ok=True)
-        store = ProgramStore(os.path.join(base, "programs"))
+        # Private directories (mode 0o700 whatever the umask allows others).
+        for d in (base, os.path.join(base, "jax"), os.path.join(base, "programs")):
+            os.makedirs(d, mode=0o700, exist_ok=True)
     except OSError:
         return None  # unwritable cache location: run without a cache
+    # Both caches hold executables that are run: refuse directories that
+    # other users could write (or replace), as pip does with its cache.
+    for d in (base, os.path.join(base, "jax"), os.path.join(base, "programs")):
+        problem = untrusted_directory(d)
+        if problem:
+            _warn(f"not using the compilation cache: {problem} (or pass --no-cache).")
+            return None
+    try:
+        store = ProgramStore(os.path.join(base, "programs"))
+    except OSError:
+        return None
     jax.config.update("jax_compilation_cache_dir", os.path.join(base, "jax"))
     # Every program, however quick to compile: a run of the CLI compiles
     # dozens of small ones (input glue), each compiled again otherwise.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return store
+
+
+def _warn(message):
+    """Print ``jaxrank: warning: MESSAGE`` as one line on stderr."""
+    print(f"jaxrank: warning: {message}", file=sys.stderr)
 
 
 def _is_command_process(argv):

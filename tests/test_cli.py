@@ -260,3 +260,92 @@ def test_train_stores_its_program_for_the_next_run(tmp_path):
     ref = jaxrank.APSVM(C=10.0).fit(Xf, yf)  # sparse, as the command reads it
     assert a.objective_ == ref.objective_
     np.testing.assert_array_equal(a.coef_, ref.coef_)  # both sort paths: bitwise equal
+
+
+class _Trap:
+    """A pickle that, when loaded, creates the directory ``marker`` (code execution)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.mkdir, (self.marker,))
+
+
+def _run_cli(args, env, timeout=600):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "jaxrank", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def _cli_env(cache):
+    import os
+
+    env = dict(os.environ, JAXRANK_CACHE_DIR=str(cache))
+    env.pop("XLA_FLAGS", None)
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    return env
+
+
+def test_program_cache_never_unpickles_planted_files(tmp_path):
+    """Every file of the CLI's caches replaced by a malicious pickle: nothing runs, training works."""
+    import os
+    import pickle
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((300, 4)).astype(np.float32)
+    y = (X[:, 0] + rng.standard_normal(300) > 1).astype(int)
+    train = tmp_path / "train.svm"
+    dump_svmlight_file(X, y, str(train), zero_based=False)
+    cache = tmp_path / "cache"
+    env = _cli_env(cache)
+    res = _run_cli(["train", str(train), str(tmp_path / "m0.npz")], env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    assert any(p.parent.name == "programs" for p in files), files
+    marker = tmp_path / "pwned"
+    for p in files:
+        p.write_bytes(pickle.dumps(_Trap(str(marker))))
+    pickle.loads(files[0].read_bytes())  # the payload works when unpickled
+    assert marker.is_dir()
+    marker.rmdir()
+    res = _run_cli(["train", str(train), str(tmp_path / "m1.npz")], env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert not marker.exists()
+    a, b = (jaxrank.load(tmp_path / f"m{i}.npz") for i in range(2))
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    # The planted program was replaced by a stored one (not a pickle).
+    stored = list((cache / "programs").glob("*.jaxexe"))
+    assert stored and all(not p.read_bytes().startswith(b"\x80") for p in stored)
+    # ... which the next run loads without running anything else.
+    res = _run_cli(["train", str(train), str(tmp_path / "m2.npz")], env)
+    assert res.returncode == 0 and not marker.exists()
+    np.testing.assert_array_equal(jaxrank.load(tmp_path / "m2.npz").coef_, a.coef_)
+    assert os.stat(cache / "programs").st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("where", ["base", "programs"])
+def test_cache_writable_by_others_is_refused_with_one_warning(tmp_path, where):
+    import os
+
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((200, 3)).astype(np.float32)
+    y = (X[:, 0] > 0.5).astype(int)
+    train = tmp_path / "train.svm"
+    dump_svmlight_file(X, y, str(train), zero_based=False)
+    cache = tmp_path / "cache"
+    (cache / "programs").mkdir(parents=True)
+    shared = cache if where == "base" else cache / "programs"
+    os.chmod(shared, 0o777)
+    res = _run_cli(["train", str(train), str(tmp_path / "m.npz")], _cli_env(cache))
+    assert res.returncode == 0, res.stderr[-3000:]
+    warn = [line for line in res.stderr.splitlines() if "warning" in line]
+    assert len(warn) == 1 and warn[0].startswith("jaxrank: warning: not using the compilation "
+                                                 "cache"), res.stderr
+    assert str(shared) in warn[0] and "writable by other users" in warn[0]
+    assert not list((cache / "programs").iterdir())  # nothing stored
+    assert not (cache / "jax").exists() or not list((cache / "jax").iterdir())
