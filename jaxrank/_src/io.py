@@ -63,6 +63,7 @@ def save(model, path, *, overwrite=False):
         TypeError: ``model`` is not a registered estimator (or a GMM KernelRank).
         ValueError: ``model`` is not fitted, or ``path`` is a directory.
         FileExistsError: ``path`` exists and ``overwrite`` is False.
+        FileNotFoundError: the directory of ``path`` does not exist.
     """
     from jaxrank._src.registry import class_named, class_names
 
@@ -93,6 +94,9 @@ def save(model, path, *, overwrite=False):
             raise TypeError(f"attribute {k} of {name} cannot be saved (object dtype).")
         arrays[k] = a
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"cannot save to {path}: directory {directory} does not "
+                                "exist.")
     fd, tmp = tempfile.mkstemp(suffix=".tmp.npz", dir=directory)
     os.close(fd)
     try:
@@ -103,7 +107,42 @@ def save(model, path, *, overwrite=False):
             os.remove(tmp)
 
 
+# What a fit writes, attribute by attribute (the checks of ``load``): the kind
+# ("weights": float arrays finite in float32; "count": integers >= 0; "flag":
+# bool; "value": finite floats; "trace": float arrays that may hold NaN or
+# inf), the shape ("T": [T], "Td": [T, d], "T?": [] or [T], "1d": any 1-D)
+# and the sign a fit keeps ("<= 0", "> 0").
+_ATTRIBUTES = {
+    "intercept_": ("weights", "T", None),
+    "multi_output_": ("flag", "()", None),
+    "n_iter_": ("count", "T?", None),
+    "objective_": ("trace", "T?", None),
+    "dual_objective_": ("trace", "T?", None),
+    "converged_": ("flag", "T?", None),
+    "n_queries_": ("count", "T?", None),
+    "n_dropped_queries_": ("count", "T?", None),
+    "w0_": ("weights", "Td", None),
+    "w0_intercept_": ("weights", "T", None),
+    "C_binary_": ("value", "T?", "> 0"),
+    "binary_n_iter_": ("count", "T?", None),
+    "binary_converged_": ("flag", "T?", None),
+    "n_easy_": ("count", "T?", None),
+    "mu_": ("value", "T?", None),
+    "constraint_violation_": ("value", "T?", None),
+    "pairwise_coef_": ("weights", "Td", "<= 0"),
+    "pairwise_intercept_": ("weights", "T", "<= 0"),
+    "cccp_objectives_": ("trace", "1d", None),
+    "cccp_gaps_": ("trace", "1d", None),
+    "n_cccp_iter_": ("count", "T?", None),
+    "n_outer_iter_": ("count", "T?", None),
+    "init_objectives_": ("trace", "1d", None),
+    "bandwidth_": ("value", "T?", "> 0"),
+}
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
 def _check_array(path, k, a, T, d):
+    """Raise ``ValueError`` unless fitted attribute ``k`` is what a fit writes."""
     if a.dtype.kind in "cOV":
         raise ValueError(f"{path}: attribute {k} has unsupported dtype {a.dtype}.")
     if k == "coef_":
@@ -111,12 +150,59 @@ def _check_array(path, k, a, T, d):
     if k == "classes_":
         if a.shape != (2,):
             raise ValueError(f"{path}: classes_ must hold 2 labels; got shape {a.shape}.")
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+            raise ValueError(f"{path}: classes_ contains NaN or infinite values.")
+        if not a[0] < a[1]:
+            raise ValueError(f"{path}: classes_ must hold 2 distinct labels in sorted order "
+                             f"(as fit sets it); got {a.tolist()}.")
         return
-    if k == "intercept_" and a.shape != (T,):
-        raise ValueError(f"{path}: intercept_ must have shape ({T},); got {a.shape}.")
-    if a.dtype.kind == "f" and not np.all(np.isfinite(a)) and k not in ("objective_",
-                                                                      "dual_objective_"):
+    kind, shape, sign = _ATTRIBUTES.get(k, ("value", None, None))
+    want = {"()": [()], "T": [(T,)], "Td": [(T, d)], "T?": [(), (T,)]}.get(shape)
+    if shape == "1d" and a.ndim != 1:
+        raise ValueError(f"{path}: attribute {k} must be 1-D; got shape {a.shape}.")
+    if want is not None and a.shape not in want:
+        raise ValueError(f"{path}: attribute {k} must have shape "
+                         f"{' or '.join(map(str, want))}; got {a.shape}.")
+    if kind == "flag":
+        if a.dtype != bool:
+            raise ValueError(f"{path}: attribute {k} must be bool; got {a.dtype}.")
+        return
+    if kind == "count":
+        if a.dtype.kind not in "iu" or np.any(a < 0):
+            raise ValueError(f"{path}: attribute {k} must hold integers >= 0; got "
+                             f"{a.dtype} {a.ravel()[:4].tolist()}.")
+        return
+    if a.dtype.kind not in "iuf":
+        raise ValueError(f"{path}: attribute {k} must be a real array; got {a.dtype}.")
+    if kind == "trace":
+        return
+    if not np.all(np.isfinite(a)):
         raise ValueError(f"{path}: attribute {k} contains NaN or infinite values.")
+    if kind == "weights" and np.any(np.abs(a) > _F32_MAX):
+        raise ValueError(f"{path}: attribute {k} overflows float32 (the dtype of every "
+                         "fit and prediction).")
+    if sign == "<= 0" and np.any(a > 0):
+        raise ValueError(f"{path}: attribute {k} must be <= 0 (a fit keeps the pairwise "
+                         f"weights non-positive); got a maximum of {float(np.max(a)):.6g}.")
+    if sign == "> 0" and np.any(a <= 0):
+        raise ValueError(f"{path}: attribute {k} must be > 0; got a minimum of "
+                         f"{float(np.min(a)):.6g}.")
+
+
+def _check_params(path, model):
+    """The estimator's own parameter checks (those of ``fit``), on a loaded model."""
+    from jaxrank._src.base import resolve_devices
+
+    try:
+        check = getattr(model, "_check_params", None)
+        if check is not None:
+            check()
+        else:
+            model._validate_params()
+        if getattr(model, "devices", None) is not None:
+            resolve_devices(model.devices)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path}: bad estimator parameters: {e}") from None
 
 
 def load(path):
@@ -131,9 +217,18 @@ def load(path):
     Raises:
         FileNotFoundError: ``path`` does not exist.
         ValueError: ``path`` is a directory, or the file is not a readable
-            jaxrank model (not an npz, missing or malformed metadata or
-            arrays, unknown format version or estimator, bad parameters,
-            inconsistent shapes, complex or non-finite weights).
+            jaxrank model (not an npz -- a ``.npy`` array or a text/SVMlight
+            data file is named as such --, missing or malformed metadata or
+            arrays, unknown format version or estimator, inconsistent
+            shapes, complex or non-finite weights). Every parameter passes
+            the estimator's own checks (those of ``fit``: e.g. ``C`` finite
+            and positive in float32, ``devices`` at most the local devices),
+            and every fitted attribute must be what a fit writes: its dtype
+            and shape, counts ``>= 0``, finite weights within float32, the
+            constraints a fit keeps (:class:`jaxrank.HOBSVM` /
+            :class:`jaxrank.HOAPSVM`: ``pairwise_coef_ <= 0`` and
+            ``pairwise_intercept_ <= 0``; ``bandwidth_ > 0``), two sorted
+            distinct ``classes_``.
     """
     from jaxrank._src.registry import class_named
 
@@ -142,6 +237,16 @@ def load(path):
         raise ValueError(f"{path} is a directory; expected a jaxrank model file.")
     if not os.path.exists(path):
         raise FileNotFoundError(f"model file {path} does not exist.")
+    with open(path, "rb") as fh:
+        head = fh.read(6)
+    if head.startswith(b"\x93NUMPY"):
+        raise ValueError(f"{path} is a .npy array, not a jaxrank model file (an .npz archive "
+                         "written by jaxrank.save); to read a data file use "
+                         "jaxrank.load_data.")
+    if not head.startswith(b"PK"):
+        raise ValueError(f"{path} is not a readable jaxrank model file: expected an .npz "
+                         "archive written by jaxrank.save (a data file, e.g. SVMlight or CSV, "
+                         "is read by jaxrank.load_data).")
     try:
         with np.load(path, allow_pickle=False) as data:
             files = set(data.files)
@@ -179,6 +284,9 @@ def load(path):
                          f"{coef.shape}.")
     if not np.all(np.isfinite(coef)):
         raise ValueError(f"{path}: weights contain NaN or infinite values.")
+    if np.any(np.abs(coef) > _F32_MAX):
+        raise ValueError(f"{path}: coef_ overflows float32 (the dtype of every fit and "
+                         "prediction).")
     T, d = coef.shape
     for k in attrs:
         _check_array(path, k, arrays[k], T, d)
@@ -186,9 +294,9 @@ def load(path):
         raise ValueError(f"{path}: intercept_ must be a float array.")
     try:
         model = cls(**params)
-        model._validate_params()
-    except (TypeError, ValueError) as e:
+    except TypeError as e:
         raise ValueError(f"{path}: bad estimator parameters: {e}") from None
+    _check_params(path, model)
     for k in attrs:
         a = arrays[k]
         setattr(model, k, a.item() if a.ndim == 0 else a)
