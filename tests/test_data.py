@@ -125,7 +125,7 @@ SYNTAX_ERRORS = {
     "multi-label": ("1,2 3:1", "multi-label"),
     "nan value": ("-1 3:nan", "value 'nan' of feature 3 is not finite"),
     "inf value": ("-1 3:-inf", "value '-inf' of feature 3 is not finite"),
-    "overflowing value": ("-1 3:1e999", "value '1e999' of feature 3 is not finite"),
+    "overflowing value": ("-1 3:1e999", "value '1e999' of feature 3 overflows float64"),
     "nan label": ("nan 3:1", "label 'nan' is not finite"),
     "inf label": ("inf 3:1", "label 'inf' is not finite"),
     "underscore in value": ("-1 3:1_0", "value '1_0' of feature 3 is not a number"),
@@ -545,3 +545,14 @@ def test_real_files_equal_sklearn_one_based(parts):
     assert_same_csr(X, X0)
     np.testing.assert_array_equal(y, y0)
     assert groups is None
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".svm"])
+def test_a_huge_number_is_reported_as_overflowing_float64(tmp_path, suffix):
+    big = "7" * 5_000_000  # a 5-MB numeric token: float() gives inf
+    text = f"1,2,0\n{big},2,1\n" if suffix == ".csv" else f"1 1:2\n-1 1:{big}\n"
+    p = tmp_path / ("data" + suffix)
+    p.write_text(text)
+    with pytest.raises(ValueError, match="line 2.*overflows float64") as e:
+        load_data(p)
+    assert "not finite" not in str(e.value) and len(str(e.value)) < 400

@@ -403,6 +403,15 @@ def _locate_problem(raw, n_features, first, chunk_size=1 << 18):
     return None
 
 
+def _not_finite(token):
+    """Why the non-finite number ``token`` is refused: spelled NaN/inf, or too large."""
+    word = token.strip().lstrip(b"+-").lower()
+    if word.startswith((b"nan", b"inf")):
+        return ("is not finite (NaN and infinite values are not accepted)")
+    return (f"overflows float64 (its magnitude exceeds {np.finfo(np.float64).max:.4g}, "
+            "the largest float64)")
+
+
 def _number(token):
     """``float(token)`` if ``token`` is a plain number (no ``_``), else None."""
     if b"_" in token:
@@ -436,7 +445,7 @@ def _scan_lines(text, n_features, first_lineno, qid_line):
             multi = " (multi-label lines are not supported)" if b"," in label else ""
             return lineno, f"label {_show(label)} is not a number{multi}"
         if not math.isfinite(value):
-            return lineno, f"label {_show(label)} is not finite"
+            return lineno, f"label {_show(label)} {_not_finite(label)}"
         has_qid = bool(feats) and feats[0].startswith(b"qid")
         if has_qid:
             q = feats[0][4:]
@@ -507,10 +516,7 @@ def _scan_lines(text, n_features, first_lineno, qid_line):
             if value is None:
                 return lineno, f"value {_show(text)} of feature {i} is not a number"
             if not math.isfinite(value):
-                return lineno, (
-                    f"value {_show(text)} of feature {i} is not finite (NaN and "
-                    "infinite values are not accepted)"
-                )
+                return lineno, f"value {_show(text)} of feature {i} {_not_finite(text)}"
             prev = i
     return None
 
@@ -668,10 +674,7 @@ def _csv_problem(path, raw):
                     "real numbers. Complex data are refused, not cast."
                 )
             if not math.isfinite(value):
-                raise ValueError(
-                    f"{where}: {_show(field)} is not finite; NaN and infinite values "
-                    "are not accepted."
-                )
+                raise ValueError(f"{where}: {_show(field)} {_not_finite(field)}.")
 
 
 def _load_csv(path, raw):
