@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxrank._src import native
+from jaxrank._src import native, validation
 from jaxrank._src.metrics import _sort_key
 from jaxrank._src.types import Violation
 
@@ -641,8 +641,10 @@ def _ap_outputs(sp, P, N, n_above, dtype):
     Pf = jnp.maximum(P, 1).astype(dtype)
     Nf = jnp.maximum(N, 1).astype(dtype)
     valid_a = jnp.arange(1, kp + 1) <= P
-    prec = jnp.where(valid_a, a / (a + n_above.astype(dtype)), 0)
-    loss = 1 - jnp.sum(prec) / Pf
+    # 1 - AP as the mean of the complements 1 - prec_a = n_a / (a + n_a):
+    # no cancellation when AP is close to 1 (where C Delta needs every digit).
+    above = n_above.astype(dtype)
+    loss = jnp.sum(jnp.where(valid_a, above / (a + above), 0)) / Pf
     g_pos = jnp.where(valid_a, 2 * n_above.astype(dtype) / (Pf * Nf), 0)
     return loss, g_pos
 
@@ -1096,6 +1098,10 @@ def ap_oracle(scores, positive, where, *, kp, method="select"):
         :class:`Violation` (``aux`` = interleaving ranks ``[n]`` int32). A
         list without a positive or without a negative gives zeros.
 
+    Raises:
+        ValueError / TypeError: (at trace time) ``scores`` not ``[n]`` float32 or
+            float64, ``positive`` or ``where`` of another shape.
+
     On CPU, for ``n >= 512``, the sorting and selection run as jaxrank's
     native kernels (``rank.c``, XLA FFI calls; without the compiled library,
     NumPy host kernels from ``n >= 8192``); the float work stays in XLA, and
@@ -1106,6 +1112,7 @@ def ap_oracle(scores, positive, where, *, kp, method="select"):
         Yue et al., SIGIR 2007 (Algorithm 1); Mohapatra, Jawahar, Kumar,
         NIPS 2014 (eqs. (4)-(5), Algorithms 2-3).
     """
+    validation.check_oracle_args("ap_oracle", scores, positive, where)
     return ap_most_violated_masked(scores, positive & where, ~positive & where, kp=kp,
                                    method=method)
 
@@ -1136,10 +1143,15 @@ def zero_one_oracle(scores, positive, where, *, pos_weight=1.0):
     Returns:
         :class:`Violation` with ``aux=None``.
 
+    Raises:
+        ValueError / TypeError: (at trace time) ``scores`` not ``[n]`` float32 or
+            float64, ``positive`` or ``where`` of another shape.
+
     References:
         Joachims, "Training linear SVMs in linear time", KDD 2006 (1-slack
         form of the binary SVM).
     """
+    validation.check_oracle_args("zero_one_oracle", scores, positive, where)
     valid = where
     dtype = scores.dtype
     y = jnp.where(positive, 1, -1).astype(dtype)
@@ -1165,11 +1177,15 @@ def _layout(scores, labels, where, name, *, both_classes=True):
     losses); else (the binary hinge, a sum over items) a list needs only one
     item of ``where``.
     """
-    from jaxrank._src import validation
-
     validation.check_same_shape("scores", scores, "labels", labels)
     if where is not None:
         validation.check_same_shape("scores", scores, "where", where)
+    if np.ndim(scores) == 0:
+        raise ValueError(f"{name}: scores must have at least one axis [..., n]; got a scalar.")
+    # Dtypes first (the same error eagerly and at trace time, with the dtype
+    # as given: NumPy int64 is not reported as the int32 of jnp.asarray).
+    validation.check_dtype(scores, "scores", integers=False, half=False, fn=name)
+    validation.check_label_dtype(labels, fn=name)
     n = np.shape(scores)[-1] if np.ndim(scores) else 0
     if validation.is_concrete(scores, labels, where):
         valid = validation.check_where(where, np.shape(scores))
@@ -1188,12 +1204,18 @@ def _layout(scores, labels, where, name, *, both_classes=True):
         kp = min(n, 1 << (n_pos - 1).bit_length())
         positive, valid = jnp.asarray(positive), jnp.asarray(valid)
     else:
+        if where is not None and validation.dtype_of(where) != bool:
+            raise TypeError(f"where must be a bool array; got dtype {validation.dtype_of(where)}.")
         positive = jnp.asarray(labels) > 0
         valid = jnp.ones(jnp.shape(scores), bool) if where is None else where
         kp = max(n, 1)
+        # What the eager checks refuse (NaN or non-binary labels) gives NaN: a
+        # NaN added to the list's valid scores takes the NaN path of every
+        # output (values and gradients).
+        bad = validation.label_defects(labels, valid)
+        scores = jnp.asarray(scores)
+        scores = scores + jnp.where(bad[..., None] & valid, jnp.nan, 0).astype(scores.dtype)
     scores = jnp.asarray(scores)
-    if not jnp.issubdtype(scores.dtype, jnp.floating):
-        raise TypeError(f"{name}: scores must be a float array; got {scores.dtype}.")
     return scores, positive, valid, kp
 
 
@@ -1277,15 +1299,17 @@ def ap_most_violated(scores, labels, *, where=None, method="select"):
         :class:`Violation` with ``loss [...]``, ``coef [..., n]``,
         ``hinge [...]`` and ``interleaving_rank [..., n]`` (int32).
         Under ``jit`` a list without both classes gives zeros, and a list
-        with a NaN score (among the items of ``where``) gives NaN ``loss``,
-        ``hinge`` and ``coef``. Scores outside ``where`` are ignored (NaN
-        allowed there).
+        with a NaN score or a NaN or non-binary label (among the items of
+        ``where``) gives NaN ``loss``, ``hinge`` and ``coef``. Scores outside
+        ``where`` are ignored (NaN allowed there).
 
     Raises:
-        ValueError: unknown ``method``; mismatched shapes; and, for concrete
-            inputs, empty or non-finite scores, non-binary labels, a list
-            without a positive or without a negative.
-        TypeError: non-float scores, non-bool ``where``.
+        ValueError: unknown ``method``; mismatched shapes or scalar scores;
+            and, for concrete inputs, empty or non-finite scores, non-binary
+            labels, a list without a positive or without a negative.
+        TypeError: (eagerly and at trace time) scores that are not float32
+            or float64 (complex, bool, integer, float16, bfloat16), complex
+            or non-numeric labels, a non-bool ``where``.
 
     References:
         Yue, Finley, Radlinski, Joachims, SIGIR 2007 (Algorithm 1);
@@ -1336,14 +1360,17 @@ def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
 
     Returns:
         :class:`Violation` with ``loss [...]``, ``coef [..., n]``, ``hinge
-        [...]`` and ``aux=None``. Under ``jit`` a list with a NaN score (among
-        the items of ``where``) gives NaN ``loss``, ``hinge`` and ``coef``.
+        [...]`` and ``aux=None``. Under ``jit`` a list with a NaN score or a
+        NaN or non-binary label (among the items of ``where``) gives NaN
+        ``loss``, ``hinge`` and ``coef``.
 
     Raises:
-        ValueError: mismatched shapes, ``pos_weight <= 0``; for concrete
-            inputs, empty or non-finite scores (in ``where``), non-binary
-            labels, a list without any item in ``where`` (a list of one
-            class is fine: the hinge is a sum over items).
+        ValueError: mismatched shapes or scalar scores, ``pos_weight <= 0``;
+            for concrete inputs, empty or non-finite scores (in ``where``),
+            non-binary labels, a list without any item in ``where`` (a list
+            of one class is fine: the hinge is a sum over items).
+        TypeError: (eagerly and at trace time) scores that are not float32
+            or float64, complex or non-numeric labels, a non-bool ``where``.
 
     References:
         Mohapatra et al., NIPS 2014, §1 (O(|P|+|N|) inference of the binary

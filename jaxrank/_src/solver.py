@@ -143,6 +143,7 @@ class SolverState(NamedTuple):
     nu: jax.Array
     active: Any
     pg_tol: jax.Array
+    born: jax.Array
 
 
 def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverState:
@@ -175,6 +176,7 @@ def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverStat
         nu=zeros,
         active=dcd.all_active(n_hinge),
         pg_tol=jnp.asarray(1.0, dtype),
+        born=jnp.full((cache + 1,), -1, jnp.int32),
     )
 
 
@@ -201,6 +203,130 @@ def _pairwise_step(beta, ell, v, gram, levels):
     beta = beta.at[a].add(-gamma).at[t].add(gamma)
     v = v + gamma * (gram[:, t] - gram[:, a])
     return beta, ell, v
+
+
+
+
+# The oracle is called at ``theta w_best + (1 - theta) w`` (``w`` the dual
+# iterate): the stabilised ("in-out") query point of cutting-plane methods.
+_QUERY_SMOOTHING = 0.5
+
+# The QP over the cached planes is solved until its Frank-Wolfe gap is at most
+# this fraction of max(tol * F(w_best), F(w_best) - D).
+_INNER_ACCURACY = 0.1
+
+# Ridge of the Newton systems on the support, relative to the largest
+# diagonal entry of the Gram matrix (the step itself is an exact line search
+# of the true dual, so the ridge only shapes the direction).
+_NEWTON_RIDGE = 1e-6
+
+
+def _retired_slot(beta, born):
+    """The cache slot for a new plane: the oldest unused plane, else the lightest.
+
+    Args:
+        beta: ``[cache]`` convex weights of the cached planes (the aggregate
+            corner excluded).
+        born: ``[cache]`` int32 iteration at which each plane was stored
+            (``-1``: empty).
+
+    Returns:
+        ``[]`` int32 slot. A plane with ``beta = 0`` is dropped without loss;
+        only when every plane is in use is the lightest one merged into the
+        aggregate corner (which restricts the dual least).
+    """
+    unused = beta <= 0
+    oldest_unused = jnp.argmin(jnp.where(unused, born, jnp.iinfo(jnp.int32).max))
+    return jnp.where(jnp.any(unused), oldest_unused, jnp.argmin(beta)).astype(jnp.int32)
+
+
+def _fw_gap(beta, viol):
+    """Frank-Wolfe gap ``max_t viol_t - beta . viol`` of the cached-plane dual."""
+    return jnp.max(viol) - jnp.dot(beta, viol)
+
+
+def _newton_step(beta, viol, gram):
+    """One active-set Newton step of the cached-plane QP on the support of ``beta``.
+
+    The dual restricted to the cached planes is the simplex-constrained QP
+    ``max_beta beta . b - 1/2 beta^T G beta`` (``G = gram``, ``viol = b - G
+    beta``). On the support ``S = {beta > 0}`` the Newton point ``x``
+    maximises the quadratic on the affine hull ``sum(x_S) = 1`` (the KKT
+    system of size ``|S| + 1``, with a small ridge where ``G_SS`` is
+    singular); the step moves towards it by exact line search of the true
+    dual, stopped at the first weight that reaches 0 (the ratio test of an
+    active-set method: that plane leaves the support). The dual never
+    decreases.
+
+    Args:
+        beta: ``[k]`` point of the simplex.
+        viol: ``[k]`` gradient ``b - G beta`` at ``beta``.
+        gram: ``[k, k]`` Gram matrix of the cached planes.
+
+    Returns:
+        ``[k]`` the next point of the simplex.
+    """
+    on = beta > 0
+    k = beta.shape[0]
+    both = on[:, None] & on[None, :]
+    scale = jnp.max(jnp.abs(jnp.diagonal(gram)))
+    ridge = _NEWTON_RIDGE * jnp.where(scale > 0, scale, 1)
+    A = jnp.where(both, gram, 0) + jnp.diag(jnp.where(on, ridge, 1))
+    ones = on.astype(gram.dtype)
+    kkt = jnp.block([[A, ones[:, None]], [ones[None, :], jnp.zeros((1, 1), gram.dtype)]])
+    # Newton point of the local model viol.(x - beta) - 1/2 (x - beta)^T G (x - beta)
+    # on sum(x_S) = 1, i.e. G_SS x_S + mu 1 = (viol + G beta)_S.
+    rhs = jnp.concatenate([jnp.where(on, viol + gram @ beta, 0), jnp.ones((1,), gram.dtype)])
+    x = jnp.linalg.solve(kkt, rhs)[:k]
+    d = jnp.where(on, x - beta, 0)
+    d = d - ones * (jnp.sum(d) / jnp.maximum(jnp.sum(ones), 1))  # stay on sum(beta) = 1
+    slope = jnp.dot(viol, d)
+    curv = jnp.dot(d, gram @ d)
+    t_ls = jnp.where(curv > 0, slope / jnp.where(curv > 0, curv, 1), jnp.inf)
+    dec = d < 0
+    ratio = jnp.where(dec, beta / jnp.where(dec, -d, 1), jnp.inf)
+    t = jnp.where(slope > 0, jnp.minimum(t_ls, jnp.min(ratio)), 0)
+    t = jnp.where(jnp.isfinite(t), t, 0)
+    new = jnp.where(dec & (ratio <= t), 0, jnp.maximum(beta + t * d, 0))
+    return new / jnp.sum(new)
+
+
+def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
+    """Solve the dual over the cached planes to Frank-Wolfe gap ``<= eps``.
+
+    Each round is one pairwise Frank-Wolfe step (it brings the most violated
+    plane into the support; :func:`_pairwise_step`) and one active-set
+    Newton step on the support (:func:`_newton_step`), at most
+    ``max_steps`` rounds.
+
+    Args:
+        beta: ``[k]`` convex weights of the cached planes.
+        gram: ``[k, k]`` their Gram matrix.
+        levels: ``[k]`` their offsets ``C Delta``.
+        v_other: ``[k]`` ``corners @ w_other`` (the fixed part of ``w``).
+        max_steps: static bound on the rounds.
+        eps: ``[]`` target Frank-Wolfe gap (the restricted dual is then
+            within ``eps`` of its maximum).
+
+    Returns:
+        ``(beta, ell)``: the new weights and ``ell = beta . levels``.
+    """
+
+    def viol_at(beta):
+        return levels - gram @ beta - v_other
+
+    def cond(c):
+        k, beta = c
+        return (k < max_steps) & (_fw_gap(beta, viol_at(beta)) > eps)
+
+    def body(c):
+        k, beta = c
+        beta, _, v = _pairwise_step(beta, jnp.zeros((), beta.dtype), gram @ beta + v_other,
+                                    gram, levels)
+        return k + 1, _newton_step(beta, levels - v, gram)
+
+    _, beta = lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), beta))
+    return beta, jnp.dot(beta, levels)
 
 
 # Bisection steps of the projected line search (each halves the bracket; a
@@ -402,9 +528,14 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     # Plane steps on the projected dual (sign constraints, small enough dim).
     projected = bounds is not None and (
         (cache + 1) * int(model.inner_steps) * s.w.shape[0] <= _PROJECTED_MAX_WORK)
-    # The point where F and the oracle are evaluated: the iterate, or the warm
-    # start at the first iteration.
-    at = s.w if w0 is None else jnp.where(s.it == 0, _feasible(model, w0.astype(dtype)), s.w)
+    # The point where F and the oracle are evaluated: between the best
+    # iterate and the dual iterate (stabilised cutting planes: any point gives
+    # a valid plane), or the warm start at the first iteration.
+    query = s.w
+    if has_oracle:
+        query = jnp.where(s.it > 0, _QUERY_SMOOTHING * s.best_w + (1 - _QUERY_SMOOTHING) * s.w,
+                          s.w)
+    at = query if w0 is None else jnp.where(s.it == 0, _feasible(model, w0.astype(dtype)), query)
     obj = 0.5 * jnp.dot(at, at)
     w, ell, beta, corners, levels, gram = s.w, s.ell, s.beta, s.corners, s.levels, s.gram
     alpha, w_other, nu = s.alpha, s.w_other, s.nu
@@ -428,7 +559,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     if has_oracle:
         # Retire the oldest cached plane into the aggregate corner, then store
         # the new plane in its slot.
-        slot = s.it % cache
+        born = s.born
+        slot = _retired_slot(beta[:cache], born[:cache])
+        born = born.at[slot].set(s.it)
         agg = cache
         b_old, b_agg = beta[slot], beta[agg]
         mass = b_old + b_agg
@@ -469,10 +602,10 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
                     (beta, ell, w + nu),
                 )
             else:
-                beta, ell, _ = lax.fori_loop(
-                    0, model.inner_steps, lambda _, c: _pairwise_step(*c, gram, levels),
-                    (beta, ell, gram @ beta + corners @ w_other),
-                )
+                eps = _INNER_ACCURACY * jnp.maximum(tol * jnp.abs(best_obj),
+                                                    best_obj - s.best_dual)
+                beta, ell = _solve_cached(beta, gram, levels, corners @ w_other,
+                                          model.inner_steps, eps)
             w = beta @ corners + w_other
     active, pg_tol = s.active, s.pg_tol
     if hinge is not None:
@@ -516,7 +649,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         nu = nu_new
     dual = jnp.maximum(s.best_dual, ell + jnp.sum(alpha) - 0.5 * jnp.dot(w, w))
     return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done,
-                       alpha, w_other, nu, active, pg_tol)
+                       alpha, w_other, nu, active, pg_tol, born if has_oracle else s.born)
 
 
 def _feasible(model, w):
