@@ -2,6 +2,8 @@
 
 Real data: 300 samples of MULAN "scene" (label 0, "Beach"), 294 features (the
 fit pads them to 320 columns: ``w0_`` must drop the padding, not the offset).
+Binary (0/1) features, where the origin is far from the data: a seeded sample
+in which ten features are more often on for the positives.
 """
 
 import dataclasses
@@ -43,6 +45,16 @@ def fitted(scene):
 
 def _signs(y):
     return np.where(y > 0, 1.0, -1.0)
+
+
+def _centred(X):
+    """The training rows centred on their mean (both stages fit these with an offset)."""
+    return X - X.mean(axis=0, dtype=np.float64).astype(np.float32)
+
+
+def _centred_offset(X, w, b):
+    """The offset of ``[w, b]`` (scores on ``X``) as the offset on :func:`_centred` rows."""
+    return float(b) + float(X.mean(axis=0, dtype=np.float64) @ w.astype(np.float64))
 
 
 def _kept_easy(X, y, w0, b0, k):
@@ -93,14 +105,17 @@ def test_first_stage_is_the_binary_svm_with_offset(scene, fitted):
     n = len(y)
     assert fitted.C_binary_ == pytest.approx(C / n, rel=1e-6)  # the default C_binary
     assert fitted.w0_.shape == (1, X.shape[1]) and fitted.w0_intercept_.shape == (1,)
-    w0, b0 = fitted.w0_[0].astype(np.float64), float(fitted.w0_intercept_[0])
+    w0 = fitted.w0_[0].astype(np.float64)
+    b0 = _centred_offset(X, w0, fitted.w0_intercept_[0])
+    Xc = _centred(X)
 
     def objective(w, b):
-        return 0.5 * (w @ w + b * b) + C / n * np.maximum(0, 1 - _signs(y) * (X @ w + b)).sum()
+        return 0.5 * (w @ w + b * b) + C / n * np.maximum(0, 1 - _signs(y) * (Xc @ w + b)).sum()
 
-    # liblinear's dual solver, same objective (regularised intercept, scaling 1)
+    # liblinear's dual solver, same objective on the centred rows (regularised
+    # intercept, scaling 1)
     ref = LinearSVC(loss="hinge", C=C / n, dual=True, tol=1e-8, max_iter=100_000,
-                    intercept_scaling=1.0).fit(X, y)
+                    intercept_scaling=1.0).fit(Xc, y)
     f_ref = objective(ref.coef_[0].astype(np.float64), float(ref.intercept_[0]))
     assert fitted.binary_converged_
     assert objective(w0, b0) <= f_ref * (1 + 1e-3)
@@ -136,7 +151,8 @@ def test_mu_is_the_slater_bound(scene, fitted):
     s2 = 2 * (X.astype(np.float64) @ w0 + b0)
     # 2 v0 is strictly feasible: slack > 1 on every kept constraint
     assert (_signs(y)[kept] * s2[kept] - 1).min() > 1
-    f_bar = 2 * (w0 @ w0 + b0 * b0) + C * max(_ap_slack(s2[~kept], y[~kept]), 0.0)
+    bc = _centred_offset(X, w0, b0)  # the regularised offset is the one at the centre
+    f_bar = 2 * (w0 @ w0 + bc * bc) + C * max(_ap_slack(s2[~kept], y[~kept]), 0.0)
     np.testing.assert_allclose(fitted.mu_, 1 + 2 * f_bar / C, rtol=1e-4)
 
 
@@ -149,8 +165,8 @@ def test_penalty_is_exact(scene, fitted):
                                      kp=int((y > 0).sum()))
     prob = jaxrank.models.AppxProblem(pos, jnp.asarray(~kept), jnp.asarray(kept),
                                       jnp.float32(10 * fitted.mu_))
-    big = jax.jit(lambda p: jaxrank.solvers.fit(model, jaxrank.models.design(X), p, C=C,
-                                                tol=TOL, max_iter=1500))(prob)
+    big = jax.jit(lambda p: jaxrank.solvers.fit(model, jaxrank.models.design(_centred(X)), p,
+                                                C=C, tol=TOL, max_iter=1500))(prob)
     assert bool(big.converged) and fitted.converged_
     f10, d10 = float(big.objective), float(big.dual)
     # F_mu <= F_{10 mu} pointwise, and both minima are F* when mu is exact
@@ -197,6 +213,57 @@ def test_without_offset_both_stages_are_offset_free(scene):
     assert margins[kept].min() >= 1 - bound - FLOAT_SLACK
 
 
+@pytest.fixture(scope="module")
+def binary_features():
+    """600 samples, 20 features in {0, 1}, 20 % positives; features 0-9 are on with
+    probability 0.5 for a positive and 0.3 for a negative, features 10-19 with 0.3."""
+    rng = np.random.default_rng(0)
+    y = (rng.random(600) < 0.2).astype(int)
+    p = np.full((600, 20), 0.3)
+    p[y == 1, :10] = 0.5
+    return (rng.random(p.shape) < p).astype(np.float32), y
+
+
+@pytest.mark.parametrize("appx_C", [1.0, 100.0])
+def test_binary_features_rank_as_ap_svm_does(binary_features, appx_C):
+    """Non-negative features: the first stage's offset is not a reason to rank by the
+    number of active features. (Measured at the origin, the regularised offsets made
+    the easy set the negatives with the most active features, and the second stage met
+    their constraints with negative weights on every feature: below chance.)"""
+    X, y = binary_features
+    appx = APSVMApprox(C=appx_C).fit(X, y)
+    ap = jaxrank.APSVM(C=appx_C).fit(X, y)
+    assert appx.converged_ and ap.converged_
+    base = y.mean()
+    assert ap.score(X, y) > base + 0.3  # the data rank well
+    assert appx.score(X, y) >= ap.score(X, y) - 0.02
+    # the informative features get positive weights, the others smaller ones
+    assert np.all(appx.coef_[0, :10] > 0)
+    assert appx.coef_[0, :10].mean() > 2 * np.abs(appx.coef_[0, 10:]).mean()
+
+
+def test_fit_is_invariant_to_translating_the_features(binary_features):
+    """With the offset, the fit does not depend on the origin of the features: for X
+    and X + 5 the same split and the same problem (10), so both certified solutions
+    lie within their gaps of the one optimum."""
+    X, y = binary_features
+    a = APSVMApprox(C=100.0).fit(X, y)
+    b = APSVMApprox(C=100.0).fit(X + 5, y)
+    assert a.converged_ and b.converged_
+    assert a.n_easy_ == b.n_easy_ > 0
+    np.testing.assert_allclose(b.w0_, a.w0_, rtol=1e-3, atol=1e-3 * np.abs(a.w0_).max())
+    gap_a, gap_b = (m.objective_ - m.dual_objective_ for m in (a, b))
+    assert abs(a.objective_ - b.objective_) <= gap_a + gap_b + 1e-5 * a.objective_
+    # F is 1-strongly convex in [w, offset at the centre]: ||v - v*|| <= sqrt(2 gap)
+    va = np.r_[a.coef_[0], _centred_offset(X, a.coef_[0], a.intercept_[0])]
+    vb = np.r_[b.coef_[0], _centred_offset(X + 5, b.coef_[0], b.intercept_[0])]
+    bound = np.sqrt(2 * max(gap_a, 0)) + np.sqrt(2 * max(gap_b, 0))
+    assert np.linalg.norm(va - vb) <= bound + 1e-3 * np.linalg.norm(va)
+    # and so the same ranking of the training samples, up to that distance
+    sa, sb = a.decision_function(X), b.decision_function(X + 5)
+    assert np.abs(sa - sb).max() <= bound * np.sqrt((_centred(X) ** 2).sum(1).max() + 1) + 1e-3
+
+
 @pytest.mark.parametrize("k", [0, 0.0, -0.5, 1.01, float("nan"), float("inf")])
 def test_rejects_k_outside_unit_interval(scene, k):
     X, y = scene
@@ -235,8 +302,8 @@ def test_hinge_block_equals_the_penalty_as_planes(scene, fitted):
     kept = _kept_easy(X, y, fitted.w0_[0], fitted.w0_intercept_[0], K)
     prob = (jnp.asarray(y > 0), jnp.asarray(kept), jnp.asarray(~kept), jnp.float32(fitted.mu_))
     model = PenalisedAppx(features=jaxrank.models.Intercept(), kp=int((y > 0).sum()))
-    ref = jax.jit(lambda p: jaxrank.solvers.fit(model, jaxrank.models.design(X), p, C=C,
-                                                tol=TOL, max_iter=1500))(prob)
+    ref = jax.jit(lambda p: jaxrank.solvers.fit(model, jaxrank.models.design(_centred(X)), p,
+                                                C=C, tol=TOL, max_iter=1500))(prob)
     fr, dr = float(ref.objective), float(ref.dual)
     assert fitted.converged_
     assert fr - dr <= 1e-3 * fr  # the planes converge slowly; close enough to compare
@@ -265,7 +332,8 @@ def test_batched_appx_equals_independent_fits(scene):
     C_bin, max_iter = 0.5, 1500
     many = APSVMApprox(C=C, k=K, C_binary=C_bin, tol=TOL, max_iter=max_iter,
                        binary_max_iter=max_iter).fit(X, Y)
-    data = jaxrank.models.design(X)
+    Xc = _centred(X)
+    data = jaxrank.models.design(Xc)
     # one compiled program for the three references: kp bounds every task's positives
     model = jaxrank.models.AppxModel(features=jaxrank.models.Intercept(),
                                      kp=int(Y.sum(axis=0).max()))
@@ -274,10 +342,12 @@ def test_batched_appx_equals_independent_fits(scene):
     for t in range(Y.shape[1]):
         yt = Y[:, t]
         yy = _signs(yt)
-        # stage 1: the binary SVM (regularised offset) alone (both converged: within tol)
-        ref0 = jaxrank.BinarySVM(C=C_bin, tol=TOL, max_iter=max_iter).fit(X, yt)
+        # stage 1: the binary SVM (regularised offset) on the centred rows alone
+        # (both converged: within tol)
+        ref0 = jaxrank.BinarySVM(C=C_bin, tol=TOL, max_iter=max_iter).fit(Xc, yt)
         w0, b0 = many.w0_[t], float(many.w0_intercept_[t])
-        f0 = 0.5 * (w0 @ w0 + b0 * b0) + C_bin * np.maximum(0, 1 - yy * (X @ w0 + b0)).sum()
+        bc = _centred_offset(X, w0, b0)
+        f0 = 0.5 * (w0 @ w0 + bc * bc) + C_bin * np.maximum(0, 1 - yy * (Xc @ w0 + bc)).sum()
         assert ref0.converged_ and many.binary_converged_[t]
         np.testing.assert_allclose(f0, ref0.objective_, rtol=2 * TOL)
         # the split of the batched v0: the independent NumPy reference

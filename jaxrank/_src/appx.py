@@ -43,6 +43,30 @@ against 40 for the block at ``C = 30``, 174 at ``C = 300``.) The returned
 ``dual`` is a lower bound on the optimum of the penalised problem, so the
 usual certificate ``objective - dual`` holds.
 
+**Centring.** With the offset, both stages fit the rows centred on their
+mean ``m`` (the training rows of the fit; in :func:`jaxrank.sweep`, every row
+it is given): ``s(v) = w^T (x - m) + b``, and the weights are reported for the
+rows as given (``intercept_ = b - w^T m``, likewise ``w0_intercept_``). The
+regularised offset then costs ``b^2 / 2`` for the mean training score, not
+for the score at the origin, and no direction of ``w`` shifts every training
+score at once, so the fit does not depend on where the origin of the
+features lies (``X + c`` gives the same fit). Measured at the origin, on
+features far from it (non-negative ones: 0/1 indicators, counts, tf-idf),
+both stages go wrong at small trade-offs. In the first stage nearly every
+hinge is active, so ``[w0, b0]`` is close to ``C_binary sum_i y_i [x_i, 1]``,
+in which the majority class dominates (``sum_i y_i x_i = |P| mean_P - |N|
+mean_N``): every sample scores below 0, and the easy set is the negatives
+with the most active features. The second stage meets their constraints
+``w^T x_i + b <= -1`` most cheaply with negative weights on the features
+they share, at the expense of the AP term: the model ranks the samples by
+how few features they have, below chance where the positives have more. On
+centred rows ``sum_i y_i (x_i - m) = (2 |P| |N| / n) (mean_P - mean_N)``,
+the difference of the class means, and the easy set comes from both classes.
+Standardised features are already centred: there centring changes nothing.
+A sparse ``X`` is centred into a dense copy (``n x d`` floats) inside the
+fit. ``fit_intercept=False`` fits the rows as given (problem (10) as
+written).
+
 **Choice of mu.** ``F_mu`` has the same minimiser and minimum ``F*`` as (10)
 when ``C mu`` exceeds every Lagrange multiplier ``lambda_i >= 0`` of the
 constraints (exact-penalty theorem, e.g. Nocedal & Wright, Thm 17.3; the
@@ -134,7 +158,7 @@ from jaxrank._src.base import (
     report_progress,
 )
 from jaxrank._src.binary import BinaryModel
-from jaxrank._src.features import Intercept
+from jaxrank._src.features import Design, Intercept
 from jaxrank._src.inference import METHODS, ap_oracle
 from jaxrank._src.models import Model
 from jaxrank._src.types import HingeTerms
@@ -267,6 +291,39 @@ def auto_C_binary(C, positive, valid):
     return C / n
 
 
+def centre_design(data, rows):
+    """The design centred on the mean of its rows ``rows``, and that mean.
+
+    Args:
+        data: :class:`jaxrank.models.Design` ``[n, d]`` (dense or sparse).
+        rows: ``[n]`` bool, the rows the fits train on (the mean is theirs).
+
+    Returns:
+        ``(Design, m)``: the dense design with rows ``x_i - m`` (``0`` for
+        rows outside ``rows``) and ``m [d]``. Weights ``[w, b]`` of the
+        :class:`Intercept` map on it are :func:`uncentre`-d to the same
+        scores on ``data``.
+    """
+    r = rows.astype(data.dtype)
+    m = data.rmatvec(r) / jnp.maximum(jnp.sum(r), 1)
+    X = data.materialized().X
+    X = X.todense() if data.sparse else X
+    return Design(jnp.where(rows[:, None], X - m, 0).astype(data.dtype)), m
+
+
+def uncentre(v, m):
+    """Weights ``[w, b]`` on centred rows ``x - m`` as ``[w, b - w^T m]`` on rows ``x``.
+
+    Args:
+        v: ``[..., d + 1]`` weights with the offset last.
+        m: ``[d]`` centre of the rows.
+
+    Returns:
+        ``[..., d + 1]``: the same scores ``w^T (x - m) + b = w^T x + (b - w^T m)``.
+    """
+    return v.at[..., -1].add(-(v[..., :-1] @ m))
+
+
 def _second_stage(model, data, w0, positive, valid, C, k):
     """Split of §3.3 and exact-penalty weight ``mu`` from the first stage ``w0``."""
     s0 = model.scores(w0, data)
@@ -289,7 +346,10 @@ def fit_appx(data, problems, C, C_binary, k, tol, *, model, max_iter, binary_max
     intercept or none) and stage 2 (problem (10), ``model``) each run through
     :func:`jaxrank.solvers.fit` (``single``, ``M = 1``) or the work queue of
     :func:`jaxrank.solvers.fit_many` on one device; the split and ``mu`` are
-    computed in between, ``vmap``-ed.
+    computed in between, ``vmap``-ed. With an intercept both stages fit
+    ``data`` centred on the mean of the rows some fit trains on
+    (:func:`centre_design`; module docstring, *Centring*), and the returned
+    weights are :func:`uncentre`-d: scores on ``data`` as given.
 
     Args:
         data: :class:`jaxrank.models.Design` shared by the fits.
@@ -305,6 +365,11 @@ def fit_appx(data, problems, C, C_binary, k, tol, *, model, max_iter, binary_max
         :class:`AppxResult`.
     """
     dtype = data.dtype
+    # With an offset, both stages see the rows centred on their mean (module
+    # docstring, *Centring*); the weights are returned for the rows as given.
+    centred = isinstance(model.features, Intercept)
+    if centred:
+        data, centre = centre_design(data, jnp.any(problems.where, axis=0))
     auto = jax.vmap(auto_C_binary)(C, problems.positive, problems.where)
     Cb = jnp.where(jnp.isnan(C_binary), auto, C_binary).astype(dtype)
     bmodel = BinaryModel(features=model.features)
@@ -326,7 +391,10 @@ def fit_appx(data, problems, C, C_binary, k, tol, *, model, max_iter, binary_max
     y = jnp.where(problems.positive, 1, -1).astype(dtype)
     S = jax.vmap(lambda w: model.scores(w, data))(res.w)
     violation = jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * S), 0), axis=-1)
-    return AppxResult(res, res0.w, Cb, res0.num_steps, res0.converged, easy, difficult, mu,
+    w0 = res0.w
+    if centred:
+        res, w0 = res._replace(w=uncentre(res.w, centre)), uncentre(w0, centre)
+    return AppxResult(res, w0, Cb, res0.num_steps, res0.converged, easy, difficult, mu,
                       violation)
 
 
@@ -356,8 +424,15 @@ class APSVMApprox(StructuredSVM):
 
     The offset ``b`` (regularised, as :class:`BinarySVM`'s) only serves the
     constraints: AP is translation invariant, but ``y w^T x >= 1`` without
-    ``b`` pins the absolute level of the scores. ``fit_intercept=False``
-    drops it from both stages (the paper's (10) as written).
+    ``b`` pins the absolute level of the scores. With it, both stages fit
+    the training rows centred on their mean (the offset is regularised at
+    the mean training score, not at the origin of the features), so the fit
+    does not depend on a translation of ``X``; ``coef_`` and ``intercept_``
+    are for ``X`` as given. A sparse ``X`` is centred into a dense copy
+    inside the fit. ``fit_intercept=False`` drops the offset from both
+    stages and fits ``X`` as given (the paper's (10) as written; then the
+    fit depends on the origin of the features, which should be centred,
+    e.g. standardised).
 
     **Defaults.** At :class:`APSVM`'s ``C`` (5-fold CV), ``APSVMApprox(C)``
     was within 0.77 AP points of ``APSVM(C)`` (test AP) on the 10 tasks of
@@ -378,8 +453,9 @@ class APSVMApprox(StructuredSVM):
         C_binary: trade-off ``> 0`` of the first-stage binary SVM
             (``1/2||[w0, b0]||^2 + C_binary sum_i hinge_i``, the ``LinearSVC``
             scale); ``None`` (default) uses ``C / n_samples``.
-        fit_intercept: a regularised offset ``b`` in both stages (default);
-            ``False``: none (the constraints read ``y w^T x >= 1``).
+        fit_intercept: a regularised offset ``b`` in both stages, on the
+            training rows centred on their mean (default); ``False``: none,
+            rows as given (the constraints read ``y w^T x >= 1``).
         inference: AP inference method (``"select"``, ``"search"``,
             ``"greedy"``; all exact).
         max_iter: maximum iterations of the second stage.
