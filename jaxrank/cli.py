@@ -35,6 +35,7 @@ _PARAM_OPTIONS = {
     "C_binary": "C_binary",
     "kernel": "kernel",
     "bandwidth": "bandwidth",
+    "pos_label": "pos_label",
 }
 _FLAG = {"c": "-c", "C_binary": "--C-binary"}
 
@@ -70,6 +71,17 @@ def _grid(text):
     if text == "auto":
         return "auto"
     return [_positive_float(v) for v in text.split(",")]
+
+
+def _label_value(text):
+    """A ``--pos-label`` value: an int or a float when the text is one (labels read
+    from data files are numbers), else the text itself."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _param(text):
@@ -226,6 +238,9 @@ def cmd_train(args):
     print(f"trained {type(est).__name__}(C={getattr(est, 'C', 'n/a')}) in {dt:.2f} s: "
           f"{est.n_iter_} iterations, objective {est.objective_:.6g}"
           + ("" if conv is None else f", converged={conv}"))
+    if not getattr(args, "quiet", False):
+        print(_positive_class_text(est, est.classes_,
+                                   grouped=getattr(est, "n_queries_", None) is not None))
     if groups is not None and hasattr(est, "n_dropped_queries_"):
         print(f"{est.n_queries_} queries, {est.n_dropped_queries_} dropped (no relevant or no "
               "irrelevant item)")
@@ -355,6 +370,20 @@ def sweep_tasks(labels, *, task_columns=None, tasks="all"):
     return Y, [f"class={float(c):g}" for c in chosen]
 
 
+def _positive_class_text(est, classes, grouped=False):
+    """Which class a fit takes as relevant (one summary line)."""
+    from jaxrank._src.base import positive_class_text
+
+    return positive_class_text(est, classes, grouped=grouped)
+
+
+def _sweep_classes(Y, pos_label):
+    """``classes_`` of a two-label task column (``classes_[1]`` positive)."""
+    from jaxrank._src.base import labels_to_tasks
+
+    return labels_to_tasks(np.ravel(Y), pos_label=pos_label)[1]
+
+
 def _fmt_row(cells, widths):
     return "  ".join(str(c).rjust(w) for c, w in zip(cells, widths))
 
@@ -401,6 +430,7 @@ def cmd_sweep(args):
     params.pop("verbose", None)
     params.pop("C", None)
     groups = None
+    bags_model = getattr(cls, "_groups_param", None) == "bags"  # qid: = bag ids
     if args.task_column:
         a = _read_matrix(args.train_file)
         cols = [c if c >= 0 else a.shape[1] + c for c in args.task_column]
@@ -413,14 +443,20 @@ def cmd_sweep(args):
     else:
         X, y, groups = _read(args.train_file)
         if groups is not None:
-            Y, names = y, ["queries"]
+            Y, names = y, ["bags" if bags_model else "queries"]
         else:
             Y, names = sweep_tasks(y, tasks=args.tasks)
+    if params.get("pos_label") is not None and names != ["label"] and not bags_model:
+        raise ValueError(
+            "--pos-label applies to a label column with two values; here the tasks are "
+            f"{', '.join(map(str, names))} (one class against the rest per task, or "
+            "relevance grades of qid: queries).")
     T = 1 if np.ndim(Y) == 1 else Y.shape[1]
     print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}; "
           f"{T} task(s): {', '.join(map(str, names))}")
     res = sweep(
-        X, Y, Cs=args.Cs, model=args.model, cv=args.cv, groups=groups,
+        X, Y, Cs=args.Cs, model=args.model, cv=args.cv,
+        **({"bags": groups} if bags_model else {"groups": groups}),
         random_state=args.seed, task_names=names, refit=False, verbose=True,
         progress=not args.quiet, batch_size=args.batch_size, devices=_devices(args),
         **params,
@@ -429,7 +465,10 @@ def cmd_sweep(args):
     F = res.val_ap.shape[2]
     head = ["C"] + [str(n) for n in names] + ["mean"]
     widths = [max(8, len(h)) for h in head]
-    print(f"\nmean validation {'MAP' if groups is not None else 'AP'} over {F} folds "
+    score = "AP over bags" if bags_model else "MAP" if groups is not None else "AP"
+    if (names == ["label"] or bags_model) and not getattr(args, "quiet", False):
+        print(_positive_class_text(cls(**params), _sweep_classes(Y, params.get("pos_label"))))
+    print(f"\nmean validation {score} over {F} folds "
           f"({res.n_fits} fits, model {args.model}):")
     print(_fmt_row(head, widths))
     for g, C in enumerate(res.Cs):
@@ -502,6 +541,9 @@ def build_parser():
                        help="apsvm-appx: fraction of the easy set kept, in (0, 1]")
         q.add_argument("--C-binary", dest="C_binary", type=_positive_float, default=None,
                        help="apsvm-appx: C of the first-stage binary SVM (default C/n)")
+        q.add_argument("--pos-label", type=_label_value, default=None, metavar="LABEL",
+                       help="the label of the positive (relevant) class, one of the two "
+                       "labels of the file (default: the larger one)")
         q.add_argument("--param", type=_param, action="append", metavar="NAME=VALUE",
                        help="any other parameter of the model's class (JSON value)")
         quiet(q)

@@ -86,11 +86,14 @@ def test_bundled_set_equals_keel_source(name):
 
 
 def test_page_blocks_loaders_agree():
+    """One label convention for every loader (load_page_blocks gave +1/-1, load_keel 1/0)."""
     X, y = datasets.load_page_blocks(return_X_y=True)
     X2, y01 = datasets.load_keel("page_blocks0", return_X_y=True)
     np.testing.assert_array_equal(X, X2)
-    assert set(np.unique(y)) == {-1, 1}
-    np.testing.assert_array_equal(y01, (y == 1).astype(np.int64))
+    np.testing.assert_array_equal(y, y01)
+    assert y.dtype == np.int64 and set(np.unique(y)) == {0, 1} and int(y.sum()) == 559
+    for name in datasets.keel_names():
+        assert set(np.unique(datasets.load_keel(name, return_X_y=True)[1])) == {0, 1}
 
 
 @pytest.mark.parametrize("name", datasets.keel_names())

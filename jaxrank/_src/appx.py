@@ -464,6 +464,10 @@ class APSVMApprox(StructuredSVM):
         verbose: print a summary.
         devices: ``None``, an int or a list of ``jax.Device``: where the fit
             runs (data parallel for one task), as in :class:`StructuredSVM`.
+        pos_label: the label of the positive (relevant) class, one of the
+            two values of ``y``; ``None`` (default): the larger label in sort
+            order (scikit-learn's ``classes_[1]``). Then ``classes_`` is
+            ``[other label, pos_label]``: ``classes_[1]`` is the positive class.
 
     Attributes:
         coef_: ``[1, n_features]`` (``[T, n_features]`` for a 2-D ``y``).
@@ -503,12 +507,15 @@ class APSVMApprox(StructuredSVM):
         **DEVICES_CONSTRAINT,
     }
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
+    # jaxrank.sweep's progress: every fit runs two solver stages, each reporting its fits.
+    _progress_stages = 2
     _learns_intercept = True
     _persist = ("w0_", "w0_intercept_", "C_binary_", "binary_n_iter_", "binary_converged_",
                 "n_easy_", "mu_", "constraint_violation_")
 
     def __init__(self, C=1.0, *, k=0.5, C_binary=None, fit_intercept=True, inference="select",
-                 max_iter=1000, binary_max_iter=2000, tol=1e-4, verbose=False, devices=None):
+                 max_iter=1000, binary_max_iter=2000, tol=1e-4, verbose=False, devices=None,
+                 pos_label=None):
         self.C = C
         self.k = k
         self.C_binary = C_binary
@@ -519,6 +526,7 @@ class APSVMApprox(StructuredSVM):
         self.tol = tol
         self.verbose = verbose
         self.devices = devices
+        self.pos_label = pos_label
 
     def _check_params(self):
         super()._check_params()

@@ -25,6 +25,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, Real, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from jaxrank._src import validation
 from jaxrank._src.base import (
     DEVICES_CONSTRAINT,
     StructuredSVM,
@@ -137,6 +138,10 @@ class APSVM(StructuredSVM):
         verbose: print progress.
         devices: ``None``, an int or a list of ``jax.Device``: where the fit
             runs (data parallel for one task), as in :class:`StructuredSVM`.
+        pos_label: the label of the positive (relevant) class, one of the
+            two values of ``y``; ``None`` (default): the larger label in sort
+            order (scikit-learn's ``classes_[1]``). Then ``classes_`` is
+            ``[other label, pos_label]``: ``classes_[1]`` is the positive class.
 
     Attributes:
         coef_: ``[1, n_features]`` float32 weights (``[T, n_features]`` after
@@ -183,7 +188,8 @@ class APSVM(StructuredSVM):
     _persist = ("n_queries_", "n_dropped_queries_")
 
     def __init__(self, C=1.0, *, inference="select", min_relevance=1, max_iter=1000,
-                 tol=1e-4, verbose=False, devices=None):
+                 tol=1e-4, verbose=False, devices=None,
+                 pos_label=None):
         self.C = C
         self.inference = inference
         self.min_relevance = min_relevance
@@ -191,15 +197,21 @@ class APSVM(StructuredSVM):
         self.tol = tol
         self.verbose = verbose
         self.devices = devices
+        self.pos_label = pos_label
 
     def _prepare(self, X, y, groups, reset=True):
         if groups is None:
             return super()._prepare(X, y, None, reset)
+        if self.pos_label is not None:
+            raise ValueError(
+                f"pos_label={self.pos_label!r} does not apply with groups: y then holds "
+                "relevance grades and min_relevance sets the relevant ones.")
         from sklearn.utils.validation import validate_data
 
         from jaxrank._src.features import design
 
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
+        X, y = validate_data(self, validation.check_features(X), y, accept_sparse="csr",
+                             dtype=np.float32,
                              reset=reset, y_numeric=True)
         if y.ndim != 1:
             raise ValueError(f"with groups, y must be 1-D relevance grades; got shape {y.shape}.")

@@ -39,7 +39,7 @@ from jaxrank._src.inference import (
     _native_host,
     _np_argsort,
 )
-from jaxrank._src import native
+from jaxrank._src import native, validation
 from jaxrank._src.metrics import _sort_key
 from jaxrank._src.models import Model
 from jaxrank._src.types import Violation
@@ -65,6 +65,10 @@ def auc_oracle(scores, positive, where):
         :class:`jaxrank.inference.Violation` (``aux=None``); zeros for a list
         without both classes. See :func:`auc_most_violated`.
 
+    Raises:
+        ValueError / TypeError: (at trace time) ``scores`` not ``[n]`` float32 or
+            float64, ``positive`` or ``where`` of another shape.
+
     The counts are integer-key sorts and searches (``_auc_counts``): on CPU
     a host kernel (native ``rank.c`` through XLA FFI, or NumPy through
     ``jax.pure_callback`` without the compiled library), elsewhere XLA; all
@@ -73,6 +77,7 @@ def auc_oracle(scores, positive, where):
     References:
         Joachims, ICML 2005, Algorithm 3 (ROCArea).
     """
+    validation.check_oracle_args("auc_oracle", scores, positive, where)
     pos, neg = positive & where, ~positive & where
     dtype = scores.dtype
     P = jnp.sum(pos, dtype=jnp.int32)
@@ -208,13 +213,15 @@ def auc_most_violated(scores, labels, *, where=None):
         for a positive swapped with ``c_i`` negatives, ``g_j = -2 d_j/(PN)``
         for a negative swapped with ``d_j`` positives), ``hinge [...] = loss -
         scores @ coef >= 0`` and ``aux=None``. Under ``jit`` a list without
-        both classes gives zeros, and a list with a NaN score (among the
-        items of ``where``) gives NaN ``loss``, ``hinge`` and ``coef``.
+        both classes gives zeros, and a list with a NaN score or a NaN or
+        non-binary label (among the items of ``where``) gives NaN ``loss``,
+        ``hinge`` and ``coef``.
 
     Raises:
-        ValueError: mismatched shapes; for concrete inputs, empty or
-            non-finite scores, non-binary labels, a single-class list.
-        TypeError: non-float scores, non-bool ``where``.
+        ValueError: mismatched shapes or scalar scores; for concrete inputs,
+            empty or non-finite scores, non-binary labels, a single-class list.
+        TypeError: (eagerly and at trace time) scores that are not float32
+            or float64, complex or non-numeric labels, a non-bool ``where``.
 
     References:
         Joachims, "A support vector method for multivariate performance
@@ -260,6 +267,10 @@ class AUCSVM(StructuredSVM):
         verbose: print progress.
         devices: ``None``, an int or a list of ``jax.Device``: where the fit
             runs (data parallel for one task), as in :class:`StructuredSVM`.
+        pos_label: the label of the positive (relevant) class, one of the
+            two values of ``y``; ``None`` (default): the larger label in sort
+            order (scikit-learn's ``classes_[1]``). Then ``classes_`` is
+            ``[other label, pos_label]``: ``classes_[1]`` is the positive class.
 
     Attributes:
         coef_, intercept_, classes_, n_iter_, objective_, dual_objective_,
@@ -276,12 +287,14 @@ class AUCSVM(StructuredSVM):
     _parameter_constraints = {**StructuredSVM._parameter_constraints, **DEVICES_CONSTRAINT}
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 
-    def __init__(self, C=1.0, *, max_iter=2000, tol=1e-4, verbose=False, devices=None):
+    def __init__(self, C=1.0, *, max_iter=2000, tol=1e-4, verbose=False, devices=None,
+                 pos_label=None):
         self.C = C
         self.max_iter = max_iter
         self.tol = tol
         self.verbose = verbose
         self.devices = devices
+        self.pos_label = pos_label
 
     def _model(self, static):
         return AUCModel()

@@ -33,7 +33,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from jaxrank._src import dcd, native, solver
+from jaxrank._src import dcd, native, solver, validation
 from jaxrank._src.features import (
     IN_PLACE_MIN_ENTRIES,
     Design,
@@ -110,19 +110,24 @@ def check_positive_float32(value, name):
     return v
 
 
-def labels_to_tasks(Y, name="y"):
+def labels_to_tasks(Y, name="y", pos_label=None):
     """Binary tasks from labels, by scikit-learn's ``classes_`` convention.
 
     The one label rule of every jaxrank estimator and of the CLI: ``y`` holds
     exactly two distinct values (numbers, strings or bool); ``classes_`` is
     their sorted array and ``classes_[1]`` (the larger value) is the positive
-    class. Continuous targets (non-integer floats) are rejected as by every
-    scikit-learn classifier (``check_classification_targets``).
+    class, unless ``pos_label`` names the positive class (the relevant
+    items; the name of scikit-learn's metrics): then ``classes_`` is
+    ``[the other label, pos_label]``, so ``classes_[1]`` is always the
+    positive class. Continuous targets (non-integer floats) are rejected as
+    by every scikit-learn classifier (``check_classification_targets``).
 
     Args:
         Y: ``[n]`` labels with exactly two distinct values, or ``[n, T]``
             with the same two values in every column (``[n, 1]`` is one task).
         name: argument name for messages.
+        pos_label: ``None`` (the larger label is positive) or the label of
+            the positive class (one of the two values, compared with ``==``).
 
     Returns:
         ``(positive [T, n] bool, classes [2], multi_output bool)``;
@@ -132,7 +137,7 @@ def labels_to_tasks(Y, name="y"):
         ValueError: not 1-D/2-D, no sample or no task column, continuous
             (non-integer float) labels, NaN or infinite labels, a column (or
             ``y``) without exactly two classes, columns with different label
-            sets.
+            sets, a ``pos_label`` that is not one of the two labels.
         TypeError: complex labels.
     """
     arr = np.asarray(Y)
@@ -177,8 +182,48 @@ def labels_to_tasks(Y, name="y"):
                 f"has {classes.tolist()} and column {t} has {cls.tolist()}."
             )
         classes = cls
-        positive.append(cols[:, t] == cls[1])
+    if pos_label is not None:
+        classes = _order_classes(classes, pos_label, name)
+    for t in range(cols.shape[1]):
+        positive.append(cols[:, t] == classes[1])
     return np.stack(positive), classes, arr.ndim == 2
+
+
+def positive_class_text(est, classes, *, grouped=False):
+    """One line saying which class a fit took as relevant (for summaries).
+
+    Args:
+        est: the estimator (its ``pos_label`` and, with ``grouped``,
+            ``min_relevance`` are read).
+        classes: the fit's ``classes_`` (``classes[1]`` is positive).
+        grouped: a fit on query groups (relevance grades).
+
+    Returns:
+        e.g. ``"positive (relevant) class: 'has3' (pos_label)"`` or ``...:
+        1 (the larger label; pos_label chooses another)``.
+    """
+    if grouped:
+        return (f"relevant items: grade >= min_relevance="
+                f"{getattr(est, 'min_relevance', 1)!r}")
+    pos = classes[1].item() if isinstance(classes[1], np.generic) else classes[1]
+    if isinstance(pos, float) and pos.is_integer():  # labels read from files are floats
+        pos = int(pos)
+    how = ("pos_label" if getattr(est, "pos_label", None) is not None
+           else "the larger label; pos_label chooses the other")
+    return f"positive (relevant) class: {pos!r} ({how})"
+
+
+def _order_classes(classes, pos_label, name="y"):
+    """``[other, pos_label]`` from the two sorted ``classes`` (``ValueError`` if absent)."""
+    # Python equality (no cast: 0.5 is not the label 0, "1" is not 1).
+    want = pos_label.item() if isinstance(pos_label, np.generic) else pos_label
+    hit = np.array([bool(c == want) for c in classes.tolist()], bool)
+    if hit.sum() != 1:
+        raise ValueError(
+            f"pos_label={pos_label!r} is not one of the two labels of {name}: "
+            f"{classes.tolist()}. Pass one of them (the positive, relevant class), or "
+            "pos_label=None for the larger one.")
+    return classes[::-1].copy() if hit[0] else classes
 
 
 def bucket_size(k, minimum=1):
@@ -1173,6 +1218,7 @@ class RankerMixin:
     def _validate_X(self, X):
         check_is_fitted(self)
         # X keeps its dtype (no copy of float32 input); design() casts to float32.
+        X = validation.check_features(X)
         return validate_data(self, X, accept_sparse="csr", dtype="numeric", reset=False)
 
     def decision_function(self, X):
@@ -1318,6 +1364,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "verbose": ["boolean"],
+        "pos_label": "no_validation",  # checked against the labels by fit
     }
     _default_Cs = (0.01, 0.1, 1.0, 10.0)
     _supports_groups = False
@@ -1393,9 +1440,10 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
                 "(mean AP over queries).")
         # dtype="numeric": X keeps its dtype here (float32 C-contiguous input is
         # not copied); design() makes the one float32 copy that other input needs.
+        X = validation.check_features(X)
         X, Y = validate_data(self, X, y, accept_sparse="csr", dtype="numeric",
                              multi_output=True, reset=reset, y_numeric=False)
-        positive, classes, multi = labels_to_tasks(Y)
+        positive, classes, multi = labels_to_tasks(Y, pos_label=getattr(self, "pos_label", None))
         if groups is not None:
             groups = check_groups(groups, X.shape[0])
         # The float32 range of the features (C is checked by fit; jaxrank.sweep
@@ -1497,7 +1545,8 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             data = data.materialized()
         if self.verbose:
             print(f"{type(self).__name__}: n={n} d={d} tasks={T} "
-                  f"positives={positive[:T].sum(axis=1).tolist()} C={self.C}", flush=True)
+                  f"positives={positive[:T].sum(axis=1).tolist()} C={self.C}; "
+                  f"{positive_class_text(self, classes, grouped=groups is not None)}", flush=True)
         C = np.full((T_pad,), self.C, np.float32)
         res, extras = self._train(model, data, problems, C, single=(T_pad == 1),
                                   devices=None if shard else (grid or devices))

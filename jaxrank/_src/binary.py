@@ -65,6 +65,10 @@ class BinarySVM(StructuredSVM):
         verbose: print progress.
         devices: ``None``, an int or a list of ``jax.Device``: where the fit
             runs (data parallel for one task), as in :class:`StructuredSVM`.
+        pos_label: the label of the positive (relevant) class, one of the
+            two values of ``y``; ``None`` (default): the larger label in sort
+            order (scikit-learn's ``classes_[1]``). Then ``classes_`` is
+            ``[other label, pos_label]``: ``classes_[1]`` is the positive class.
 
     Attributes:
         coef_, intercept_, classes_, n_iter_, objective_, dual_objective_,
@@ -89,7 +93,8 @@ class BinarySVM(StructuredSVM):
     _learns_intercept = True
 
     def __init__(self, C=1.0, *, fit_intercept=True, pos_weight=1.0, max_iter=5000,
-                 tol=1e-4, verbose=False, devices=None):
+                 tol=1e-4, verbose=False, devices=None,
+                 pos_label=None):
         self.C = C
         self.fit_intercept = fit_intercept
         self.pos_weight = pos_weight
@@ -97,6 +102,7 @@ class BinarySVM(StructuredSVM):
         self.tol = tol
         self.verbose = verbose
         self.devices = devices
+        self.pos_label = pos_label
 
     def _check_params(self):
         super()._check_params()

@@ -188,17 +188,33 @@ class GraphLayout:
                 f"{dict(zip(self.bucket_sizes, q))}, graph-cut nodes {self.n_cut})")
 
 
-def check_edges(edges, n, name="edges"):
+def check_edges(edges, n, name="edges", *, adjacency=True):
     """``[m, 2]`` int64 edges, validated (host side).
 
+    Args:
+        edges: ``[m, 2]`` integer node pairs, or (``adjacency``) a
+            ``scipy.sparse`` ``[n, n]`` adjacency matrix (0/1; each stored
+            non-zero ``(i, j)`` is the edge ``{i, j}``; a symmetric matrix
+            names each edge twice, which is the same edge).
+        n: number of nodes.
+        name: argument name for messages.
+        adjacency: accept a sparse adjacency matrix.
+
     Raises:
-        TypeError: non-integer edges, or traced (abstract) edges.
+        TypeError: non-integer edges, or traced (abstract) edges; a sparse
+            matrix where ``adjacency`` is False.
         ValueError: not ``[m, 2]``, an index outside ``0..n-1`` (a missing
-            node), a self-loop.
+            node), a self-loop; an adjacency matrix that is not ``[n, n]``
+            or holds values other than 0 and 1.
     """
     if isinstance(edges, jax.core.Tracer):
         raise TypeError(f"{name} must be concrete (a NumPy array), not traced: build a "
                         "GraphLayout with jaxrank.graph.graph_layout outside jit.")
+    if hasattr(edges, "tocoo") and hasattr(edges, "nnz"):  # scipy.sparse
+        if not adjacency:
+            raise TypeError(f"{name} must be an [m, 2] array of node pairs here (aligned "
+                            "with the per-edge weights); got a scipy.sparse matrix.")
+        edges = _adjacency_edges(edges, n, name)
     e = np.asarray(edges)
     if e.size == 0:
         return np.zeros((0, 2), np.int64)
@@ -223,6 +239,28 @@ def check_edges(edges, n, name="edges"):
     return e
 
 
+def _adjacency_edges(A, n, name):
+    """``[m, 2]`` pairs ``i < j`` of a sparse 0/1 adjacency matrix ``A [n, n]``."""
+    if A.shape != (n, n):
+        raise ValueError(f"{name} as an adjacency matrix must have shape [n, n] = [{n}, {n}] "
+                         f"(one row and column per node); got {A.shape}.")
+    coo = A.tocoo()
+    keep = coo.data != 0  # explicitly stored zeros are no edge
+    rows, cols, vals = coo.row[keep], coo.col[keep], coo.data[keep]
+    if np.any(vals != 1):
+        k = int(np.flatnonzero(vals != 1)[0])
+        raise ValueError(
+            f"{name} as an adjacency matrix must hold 0 and 1 (the models take unweighted "
+            f"edges); got {vals[k].item()!r} at ({int(rows[k])}, {int(cols[k])}).")
+    loops = rows == cols
+    if np.any(loops):
+        i = int(rows[np.flatnonzero(loops)[0]])
+        raise ValueError(f"{name} as an adjacency matrix has a non-zero diagonal entry at "
+                         f"({i}, {i}): a self-loop; edges join two different nodes.")
+    pairs = np.stack([np.minimum(rows, cols), np.maximum(rows, cols)], axis=1).astype(np.int64)
+    return np.unique(pairs, axis=0) if pairs.size else np.zeros((0, 2), np.int64)
+
+
 def graph_layout(n, edges, *, max_enum=12, method="auto") -> GraphLayout:
     """Prepare a graph for the max-marginal kernels (host side, once per graph).
 
@@ -233,7 +271,8 @@ def graph_layout(n, edges, *, max_enum=12, method="auto") -> GraphLayout:
 
     Args:
         n: number of nodes (``>= 1``).
-        edges: ``[m, 2]`` integer node pairs (validated by :func:`check_edges`).
+        edges: ``[m, 2]`` integer node pairs, or a ``scipy.sparse`` ``[n, n]``
+            0/1 adjacency matrix (validated by :func:`check_edges`).
         max_enum: largest component enumerated (``1..16``; ``2^K`` labelings).
         method: ``"auto"`` (enumerate small components, cut the others),
             ``"enumerate"`` (every component; a component larger than 16 nodes
@@ -1019,7 +1058,7 @@ def max_marginals(unary, edges, pairwise, *, method="auto", max_enum=12,
         else:
             raise TypeError(f"unary must be real; got dtype {u.dtype}.")
     n = u.shape[0]
-    e = check_edges(edges, n)
+    e = check_edges(edges, n, adjacency=False)
     p = jnp.asarray(pairwise, u.dtype) if np.size(pairwise) else jnp.zeros((0,), u.dtype)
     if p.shape != (e.shape[0],):
         raise ValueError(f"pairwise must have shape [m] = [{e.shape[0]}] (one weight per edge); "

@@ -87,6 +87,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxrank._src import graph as G
+from jaxrank._src import validation
 from jaxrank._src.base import (
     DEVICES_CONSTRAINT,
     StructuredSVM,
@@ -98,6 +99,7 @@ from jaxrank._src.base import (
     fit_one,
     labels_to_tasks,
     max_row_norm,
+    positive_class_text,
     report_progress,
     resolve_devices,
     shard_rows,
@@ -521,9 +523,10 @@ class _HighOrderSVM(StructuredSVM):
         if edges is None:
             raise TypeError(f"{type(self).__name__}.fit needs edges=[m, 2] (pairs of similar "
                             "samples); jaxrank.sweep does not pass edges.")
-        X, Y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
+        X, Y = validate_data(self, validation.check_features(X), y, accept_sparse="csr",
+                             dtype=np.float32,
                              multi_output=True, reset=reset, y_numeric=False)
-        positive, classes, multi = labels_to_tasks(Y)
+        positive, classes, multi = labels_to_tasks(Y, pos_label=getattr(self, "pos_label", None))
         return self._graph_data(X, edges, X.shape[0]), positive, classes, multi, None
 
     def _width(self, data):
@@ -542,7 +545,8 @@ class _HighOrderSVM(StructuredSVM):
             y: ``[n]`` labels with two values (the larger is positive) or
                 ``[n, T]`` binary task columns (one model per column).
             edges: ``[m, 2]`` integer sample indices (module docstring:
-                undirected, repeats merged).
+                undirected, repeats merged), or a ``scipy.sparse`` ``[n, n]``
+                0/1 adjacency matrix of the samples.
 
         Returns:
             self
@@ -573,8 +577,8 @@ class _HighOrderSVM(StructuredSVM):
         T = positive.shape[0]
         if self.verbose:
             print(f"{type(self).__name__}: n={data.shape[0]} d={data.shape[1]} "
-                  f"edges={data.layout.m} tasks={T} {data.layout} C={self.C} eta={self.eta}",
-                  flush=True)
+                  f"edges={data.layout.m} tasks={T} {data.layout} C={self.C} eta={self.eta}; "
+                  f"{positive_class_text(self, classes)}", flush=True)
         C = jnp.full((T,), self.C, jnp.float32)
         res, extras = self._train(model, train, problems, C, single=(T == 1))
         res = jax.tree_util.tree_map(np.asarray, res)
@@ -657,7 +661,8 @@ class _HighOrderSVM(StructuredSVM):
 
         Args:
             X: ``[n, d]`` samples (dense or ``scipy.sparse``).
-            edges: ``[m, 2]`` pairs of similar samples among them.
+            edges: ``[m, 2]`` pairs of similar samples among them (or a
+                ``scipy.sparse`` ``[n, n]`` 0/1 adjacency matrix).
 
         Returns:
             ``[n]`` float32 (``[n, T]`` for a model fitted on a 2-D ``y``).
@@ -669,7 +674,8 @@ class _HighOrderSVM(StructuredSVM):
             ValueError: bad ``X`` or ``edges`` (as in :meth:`fit`).
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+        X = validate_data(self, validation.check_features(X), accept_sparse="csr",
+                          dtype=np.float32, reset=False)
         data = self._graph_data(X, edges, X.shape[0])
         W, feats = self._weights_as_w()
         where = np.ones((W.shape[0], X.shape[0]), bool)
@@ -743,6 +749,10 @@ class HOBSVM(_HighOrderSVM):
             products, and the graph cuts run on the host on the gathered
             scores (they dominate a fit, so the gain is in memory more than
             time).
+        pos_label: the label of the positive (relevant) class, one of the
+            two values of ``y``; ``None`` (default): the larger label in sort
+            order (scikit-learn's ``classes_[1]``). Then ``classes_`` is
+            ``[other label, pos_label]``: ``classes_[1]`` is the positive class.
 
     Attributes:
         coef_: ``[1, n_features]`` unary ranking direction ``w+ - w-`` (``[T,
@@ -774,11 +784,13 @@ class HOBSVM(_HighOrderSVM):
     _default_Cs = (1e-5, 1e-4, 1e-3, 1e-2)
 
     def __init__(self, C=1.0, *, eta=1.0, J=None, fit_intercept=True, max_enum=12,
-                 graph_method="auto", max_iter=1000, tol=1e-4, verbose=False, devices=None):
+                 graph_method="auto", max_iter=1000, tol=1e-4, verbose=False, devices=None,
+                 pos_label=None):
         self.C = C
         self.eta = eta
         self.J = J
         self.devices = devices
+        self.pos_label = pos_label
         self.fit_intercept = fit_intercept
         self.max_enum = max_enum
         self.graph_method = graph_method
@@ -898,6 +910,8 @@ class HOAPSVM(_HighOrderSVM):
             products, and the graph cuts run on the host on the gathered
             scores (they dominate a fit, so the gain is in memory more than
             time).
+        pos_label: as :class:`HOBSVM` (the label of the positive class;
+            ``None``: the larger label).
 
     Convergence: on many small components (threads, images) the convex
     steps converge as AP-SVM does. On one large component (Cora's citation
@@ -955,10 +969,11 @@ class HOAPSVM(_HighOrderSVM):
     def __init__(self, C=1.0, *, eta=1.0, init="hobsvm", init_C=None, init_max_iter=None,
                  fit_intercept=True, max_enum=12, graph_method="auto", inference="select",
                  cccp_max_iter=10, cccp_tol=1e-3, max_iter=1000, tol=1e-4, verbose=False,
-                 devices=None):
+                 devices=None, pos_label=None):
         self.C = C
         self.eta = eta
         self.devices = devices
+        self.pos_label = pos_label
         self.init = init
         self.init_C = init_C
         self.init_max_iter = init_max_iter

@@ -141,8 +141,12 @@ _ATTRIBUTES = {
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
-def _check_array(path, k, a, T, d):
-    """Raise ``ValueError`` unless fitted attribute ``k`` is what a fit writes."""
+def _check_array(path, k, a, T, d, pos_label=None):
+    """Raise ``ValueError`` unless fitted attribute ``k`` is what a fit writes.
+
+    ``pos_label``: the model's parameter (``classes_`` is then ``[other,
+    pos_label]``, not sorted, as fit sets it).
+    """
     if a.dtype.kind in "cOV":
         raise ValueError(f"{path}: attribute {k} has unsupported dtype {a.dtype}.")
     if k == "coef_":
@@ -152,9 +156,11 @@ def _check_array(path, k, a, T, d):
             raise ValueError(f"{path}: classes_ must hold 2 labels; got shape {a.shape}.")
         if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
             raise ValueError(f"{path}: classes_ contains NaN or infinite values.")
-        if not a[0] < a[1]:
-            raise ValueError(f"{path}: classes_ must hold 2 distinct labels in sorted order "
-                             f"(as fit sets it); got {a.tolist()}.")
+        chosen = pos_label is not None and a.tolist()[1] == pos_label and a[1] < a[0]
+        if not (a[0] < a[1] or chosen):
+            raise ValueError(f"{path}: classes_ must hold 2 distinct labels in sorted order, "
+                             "or [other, pos_label] with the model's pos_label (as fit sets "
+                             f"it); got {a.tolist()}.")
         return
     kind, shape, sign = _ATTRIBUTES.get(k, ("value", None, None))
     want = {"()": [()], "T": [(T,)], "Td": [(T, d)], "T?": [(), (T,)]}.get(shape)
@@ -289,7 +295,7 @@ def load(path):
                          "prediction).")
     T, d = coef.shape
     for k in attrs:
-        _check_array(path, k, arrays[k], T, d)
+        _check_array(path, k, arrays[k], T, d, params.get("pos_label"))
     if arrays["intercept_"].dtype.kind != "f":
         raise ValueError(f"{path}: intercept_ must be a float array.")
     try:

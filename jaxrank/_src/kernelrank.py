@@ -132,26 +132,46 @@ def smoothed_step(z, *, kernel: str, bandwidth):
     r"""The smoothed indicator ``Phi(z)`` of eqs. (10), (14) or a sigmoid.
 
     Args:
-        z: float array of pair margins ``s_i - s_j`` (score units).
+        z: float32 or float64 array of pair margins ``s_i - s_j`` (score
+            units).
         kernel: ``"gaussian"``, ``"sigmoid_like"`` or ``"sigmoid"``. Static.
         bandwidth: ``h > 0`` in score units (``sigma`` of eq. (9), or
             ``1/alpha`` of eq. (13) and of the sigmoid).
 
     Returns:
-        Array like ``z`` with values in ``[0, 1]``; ``Phi(0) = 1/2``.
+        Array like ``z`` with values in ``[0, 1]``; ``Phi(0) = 1/2``. A
+        traced ``bandwidth`` that is not finite and ``> 0`` gives NaN.
 
     Raises:
         ValueError: unknown ``kernel``; for a concrete ``bandwidth``, one
             that is not finite and ``> 0`` in the dtype of ``z`` (checked
             after the cast: ``1e-50`` is 0 in float32).
+        TypeError: ``z`` not float32/float64 (complex, bool, integer,
+            float16, bfloat16: refused, not cast); a complex ``bandwidth``.
     """
     _check_kernel(kernel)
+    validation.check_dtype(z, "z", integers=False, half=False, fn="smoothed_step")
+    _check_bandwidth_dtype(bandwidth)
     z = jnp.asarray(z)
-    if not jnp.issubdtype(z.dtype, jnp.floating):
-        z = z.astype(jnp.float32)
     if validation.is_concrete(bandwidth):
         _check_bandwidth_value(bandwidth, z.dtype)
-    return _PHI[kernel](z / jnp.asarray(bandwidth, z.dtype))
+    # A traced bandwidth that is not finite and > 0 makes every value NaN.
+    return _PHI[kernel](z / _bandwidth_or_nan(jnp.asarray(bandwidth, z.dtype)))
+
+
+def _check_bandwidth_dtype(bandwidth):
+    """``TypeError`` unless ``bandwidth`` is a real number (a dtype check: also at trace time)."""
+    dt = validation.dtype_of(bandwidth)
+    if dt.kind not in "iuf" and dt.name != "bfloat16":
+        raise TypeError(
+            f"bandwidth must be a real number; got {'complex ' if dt.kind == 'c' else ''}"
+            f"dtype {dt}.")
+
+
+def _bandwidth_or_nan(bw):
+    """``bw`` where finite and ``>= tiny`` in its dtype, else NaN (the traced bad value)."""
+    ok = jnp.isfinite(bw) & (bw >= jnp.finfo(bw.dtype).tiny)
+    return jnp.where(ok, bw, jnp.full((), jnp.nan, bw.dtype))
 
 
 def _check_bandwidth_value(bandwidth, dtype):
@@ -284,24 +304,33 @@ def _prepare_pairs(scores, labels, where, bandwidth, kernel, block_size, name):
         raise ValueError(
             f"bandwidth must be a scalar; got shape {np.shape(bandwidth)}."
         )
+    # Dtypes: the same errors eagerly and at trace time (no cast drops an
+    # imaginary part or rounds an integer).
+    validation.check_dtype(scores, "scores", integers=False, half=False, fn=name)
+    validation.check_label_dtype(labels, fn=name)
+    if where is not None and validation.dtype_of(where) != bool:
+        raise TypeError(f"where must be a bool array; got dtype {validation.dtype_of(where)}.")
+    _check_bandwidth_dtype(bandwidth)
+    if validation.is_concrete(bandwidth):  # a Python or NumPy bandwidth: checked even under jit
+        _check_bandwidth_value(
+            bandwidth, jax.dtypes.canonicalize_dtype(validation.dtype_of(scores)))
     if validation.is_concrete(scores, labels, where, bandwidth):
         valid = validation.check_where(where, np.shape(scores))
         arr = np.asarray(scores)
         # Items outside ``where`` take no part: their scores may be anything.
         validation.check_scores(np.where(valid, arr, np.zeros((), arr.dtype)), "scores")
-        dtype = arr.dtype if np.issubdtype(arr.dtype, np.floating) else np.float32
-        _check_bandwidth_value(bandwidth, dtype)
         lab = np.asarray(labels)
-        if np.issubdtype(lab.dtype, np.floating) and np.any(np.isnan(lab)):
+        if jnp.issubdtype(lab.dtype, jnp.floating) and np.any(np.isnan(lab)):
             raise ValueError("labels contains NaN values.")
         validation.check_both_classes(lab > 0, valid, name="labels")
     scores = jnp.asarray(scores)
-    if not jnp.issubdtype(scores.dtype, jnp.floating):
-        scores = scores.astype(jnp.float32)
     positive = jnp.asarray(labels) > 0
     valid = jnp.ones(scores.shape, bool) if where is None else jnp.asarray(where, bool)
+    # Under jit, what the eager checks refuse (a NaN label; a bandwidth not
+    # finite and > 0, see _kernel_auc_jit) makes the list's value NaN.
+    bad = validation.label_defects(labels, valid, binary=False)
     bw = jnp.asarray(bandwidth, scores.dtype)
-    return scores, positive & valid, ~positive & valid, bw
+    return scores, positive & valid, ~positive & valid, bw, bad
 
 
 def kernel_auc(
@@ -332,10 +361,11 @@ def kernel_auc(
     ``O(ceil(M / block_size) * block_size * n)``.
 
     Args:
-        scores: ``[..., n]`` float array (float32 by default; float64 with x64)
-            of scores; units arbitrary, the same as ``bandwidth``.
-        labels: ``[..., n]`` array; items with ``label > 0`` are positives,
-            all others negatives.
+        scores: ``[..., n]`` float32 array (float64 with x64) of scores;
+            units arbitrary, the same as ``bandwidth``. Integer, bool,
+            complex and half-precision scores are refused, not cast.
+        labels: ``[..., n]`` bool, integer or real float array; items with
+            ``label > 0`` are positives, all others negatives.
         kernel: ``"gaussian"``, ``"sigmoid_like"`` or ``"sigmoid"``. Static.
         bandwidth: scalar ``h > 0`` in score units: ``sigma`` of eq. (9) for
             the Gaussian kernel, ``1/alpha`` (eq. (13)) for the sigmoid-like
@@ -347,22 +377,31 @@ def kernel_auc(
     Returns:
         ``[...]`` float array of values in ``[0, 1]``. A list without a
         (positive, negative) pair gives 0 with a zero gradient (under ``jit``).
+        Under ``jit``, what eager calls refuse by value gives NaN, with NaN
+        gradients, never a number: a traced ``bandwidth`` that is not finite
+        and ``> 0`` (every list), a NaN score or a NaN label among a list's
+        items of ``where`` (that list).
 
     Raises:
         ValueError: unknown ``kernel``; ``block_size < 1``; mismatched shapes
-            of ``scores``/``labels``/``where`` (always). For concrete
-            (non-traced) inputs also: ``bandwidth <= 0`` or non-finite, NaN or
-            infinite ``scores``, NaN ``labels``, a list with a single class.
+            of ``scores``/``labels``/``where``; a non-traced ``bandwidth``
+            that is not finite and ``> 0`` in the dtype of ``scores`` (always,
+            also at trace time). For concrete (non-traced) inputs also: NaN
+            or infinite ``scores``, NaN ``labels``, a list with a single
+            class.
+        TypeError: (eagerly and at trace time) scores that are not float32
+            or float64 (complex, bool, integer, float16, bfloat16), complex
+            or non-numeric labels or ``bandwidth``, a non-bool ``where``.
 
     References:
         Gao & Sun, "Improving semantic concept detection through optimizing
         ranking function", IEEE Trans. Multimedia 2007, eqs. (6)-(18).
     """
-    s, pos, neg, bw = _prepare_pairs(
+    s, pos, neg, bw, bad = _prepare_pairs(
         scores, labels, where, bandwidth, kernel, block_size, "kernel_auc"
     )
     return _kernel_auc_jit(
-        s, pos, neg, bw, kernel=kernel, block_size=block_size, loss=False
+        s, pos, neg, bw, bad, kernel=kernel, block_size=block_size, loss=False
     )
 
 
@@ -384,30 +423,41 @@ def kernel_auc_loss(
     Returns:
         ``[...]`` float array in ``[0, 1]``.
     """
-    s, pos, neg, bw = _prepare_pairs(
+    s, pos, neg, bw, bad = _prepare_pairs(
         scores, labels, where, bandwidth, kernel, block_size, "kernel_auc_loss"
     )
     return _kernel_auc_jit(
-        s, pos, neg, bw, kernel=kernel, block_size=block_size, loss=True
+        s, pos, neg, bw, bad, kernel=kernel, block_size=block_size, loss=True
     )
 
 
 @functools.partial(jax.jit, static_argnames=("kernel", "block_size", "loss"))
-def _kernel_auc_jit(s, pos, neg, bw, *, kernel, block_size, loss):
-    """Batched (leading axes), jitted value of U or of the loss 1 - U."""
+def _kernel_auc_jit(s, pos, neg, bw, bad, *, kernel, block_size, loss):
+    """Batched (leading axes), jitted value of U or of the loss 1 - U.
 
-    def fn(s, pos, neg):
+    ``bad [...]``: lists whose value is NaN (a NaN label); a bandwidth that
+    is not finite and ``> 0`` makes every value NaN. NaN values have NaN
+    gradients (in the scores and the bandwidth), never a plausible number.
+    """
+    bw_bad = ~(jnp.isfinite(bw) & (bw >= jnp.finfo(bw.dtype).tiny))
+
+    def fn(s, pos, neg, bad):
         u = _kernel_auc_masked(s, pos, neg, bw, kernel=kernel, block_size=block_size)
         if loss:
-            return jnp.where(jnp.any(pos) & jnp.any(neg), 1 - u, 0)
-        return u
+            u = jnp.where(jnp.any(pos) & jnp.any(neg), 1 - u, 0)
+        bad = bad | bw_bad
+        # The NaN branch depends on every valid score and on bw: its gradient is NaN.
+        mult = jnp.where(bad, jnp.nan, 0).astype(u.dtype)
+        nan = mult * (jnp.sum(jnp.where(pos | neg, s, 0)) + bw)
+        return jnp.where(bad, nan, u)
 
     batch = s.shape[:-1]
     if batch:
         n = s.shape[-1]
-        out = jax.vmap(fn)(s.reshape(-1, n), pos.reshape(-1, n), neg.reshape(-1, n))
+        out = jax.vmap(fn)(s.reshape(-1, n), pos.reshape(-1, n), neg.reshape(-1, n),
+                           bad.reshape(-1))
         return out.reshape(batch)
-    return fn(s, pos, neg)
+    return fn(s, pos, neg, bad)
 
 
 # ---------------------------------------------------------------------------
@@ -415,11 +465,18 @@ def _kernel_auc_jit(s, pos, neg, bw, *, kernel, block_size, loss):
 # ---------------------------------------------------------------------------
 
 
-def _binary_y(y):
+def _base():
+    """:mod:`jaxrank._src.base` (imported on use, as the other helpers here do)."""
+    from jaxrank._src import base
+
+    return base
+
+
+def _binary_y(y, pos_label=None):
     """``(classes_, y01 bool)`` by the label rule of every estimator.
 
     :func:`jaxrank._src.base.labels_to_tasks`: exactly two classes,
-    ``classes_[1]`` (the larger value) is positive; KernelRank fits one task,
+    ``classes_[1]`` (``pos_label``, else the larger value) is positive; KernelRank fits one task,
     so ``y`` must be 1-D (a column vector is raveled with scikit-learn's
     ``DataConversionWarning`` by ``validate_data``).
     """
@@ -428,7 +485,7 @@ def _binary_y(y):
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be 1-D (KernelRank fits one binary task); got shape {y.shape}.")
-    positive, classes, _ = labels_to_tasks(y)
+    positive, classes, _ = labels_to_tasks(y, pos_label=pos_label)
     return classes, positive[0]
 
 
@@ -826,6 +883,10 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             XLA splits ``X w`` and ``X^T g`` by rows and gathers the ``[n]``
             scores for the pair sums (README, "Data-parallel fits"). The
             same ascent as on one device, up to float32 summation order.
+        pos_label: the label of the positive (relevant) class, one of the
+            two values of ``y``; ``None`` (default): the larger label in sort
+            order (scikit-learn's ``classes_[1]``). Then ``classes_`` is
+            ``[other label, pos_label]``: ``classes_[1]`` is the positive class.
 
     Attributes:
         classes_: ``[2]`` the labels; ``classes_[1]`` is the positive class.
@@ -881,6 +942,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["boolean"],
         "devices": [None, Interval(Integral, 1, None, closed="left"), list, tuple],
+        "pos_label": "no_validation",  # checked against the labels by fit
     }
     _persist = ("bandwidth_", "objective_", "n_iter_")
 
@@ -899,6 +961,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         random_state=None,
         verbose=False,
         devices=None,
+        pos_label=None,
     ):
         self.scorer = scorer
         self.kernel = kernel
@@ -912,6 +975,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.devices = devices
+        self.pos_label = pos_label
 
     # -- validation ---------------------------------------------------------
 
@@ -970,13 +1034,13 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                 raise ValueError("mask is only used with scorer='gmm'; got a mask.")
             X, y = validate_data(
                 self,
-                X,
+                validation.check_features(X),
                 y,
                 accept_sparse=("csr", "csc"),
                 dtype=np.float32,
                 ensure_all_finite=True,
             )
-            self.classes_, y01 = _binary_y(y)
+            self.classes_, y01 = _binary_y(y, self.pos_label)
             # Scale covariance: the fit runs on X / f (f a power of two, the
             # RMS of the stored values: exact in floating point) with weights
             # f w, so Adam's steps and float32 ranges do not depend on the
@@ -996,7 +1060,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                     f"X and y must have the same number of samples; got {len(Xd)} "
                     f"and {len(y)}."
                 )
-            self.classes_, y01 = _binary_y(y)
+            self.classes_, y01 = _binary_y(y, self.pos_label)
             self._check_components(Xd, maskd, y01)
             p, bw_used, hist = self._fit_gmm_all(Xd, maskd, y01, bw, grid, lr, seed)
             self.params_ = {k: np.asarray(v) for k, v in p.items()}
@@ -1021,7 +1085,8 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             print(
                 f"KernelRank[{self.scorer}, {self.kernel}] bandwidth={self.bandwidth_:.4g} "
                 f"U: {hist[0] if len(hist) else float('nan'):.4f} -> {self.objective_:.4f} "
-                f"({self.fit_time_:.1f}s)"
+                f"({self.fit_time_:.1f}s); "
+                f"{_base().positive_class_text(self, self.classes_)}"
             )
         return self
 
@@ -1095,7 +1160,8 @@ class KernelRank(ClassifierMixin, BaseEstimator):
     # GMM scorer -------------------------------------------------------------
 
     def _check_bags(self, X, mask, reset):
-        X = check_array(X, allow_nd=True, dtype=np.float32, ensure_all_finite=False)
+        X = check_array(validation.check_features(X), allow_nd=True, dtype=np.float32,
+                        ensure_all_finite=False)
         if X.ndim != 3:
             raise ValueError(
                 f"X must be [n_bags, n_descriptors, n_features] for scorer='gmm'; "
@@ -1234,7 +1300,8 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         if self.scorer == "linear":
             X = validate_data(
-                self, X, accept_sparse=("csr", "csc"), dtype=np.float32, reset=False
+                self, validation.check_features(X), accept_sparse=("csr", "csc"),
+                dtype=np.float32, reset=False
             )
             s = self._linear_scores(X)
         else:

@@ -59,7 +59,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from jaxrank._src import solver
+from jaxrank._src import solver, validation
 from jaxrank._src.apsvm import query_layout
 from jaxrank._src.base import (
     DEVICES_CONSTRAINT,
@@ -71,6 +71,7 @@ from jaxrank._src.base import (
     fit_one,
     labels_to_tasks,
     max_row_norm,
+    positive_class_text,
     resolve_devices,
     warn_unconverged,
 )
@@ -636,22 +637,67 @@ def _select(mask, a, b):
 
 
 def check_bags(bags, n, name="bags"):
-    """``[n]`` integer bag ids (integral floats accepted), validated.
+    """``[n]`` bag ids of any hashable type, validated, as int64 codes.
+
+    Integer ids (and integral floats) are kept as they are; other ids
+    (strings, fractional floats, bool, tuples, any hashable object) are
+    replaced by their rank among the distinct ids (sorted order when the ids
+    can be sorted, else order of first appearance), so "sorted bag-id order"
+    is the order of the ids themselves.
+
+    Args:
+        bags: ``[n]`` ids, one per instance row.
+        n: the number of rows.
+        name: argument name for messages.
+
+    Returns:
+        ``[n]`` int64 ids.
 
     Raises:
-        ValueError: not 1-D of length ``n``, not integer ids (also NaN or
-            fractional values, bool, strings).
+        ValueError: not 1-D of length ``n``; NaN or ``None`` ids (no bag
+            can be told by them).
+        TypeError: unhashable ids (e.g. lists).
     """
-    b = np.asarray(bags)
-    if b.ndim != 1 or b.shape[0] != n:
+    b = np.asarray(bags) if isinstance(bags, np.ndarray) else None
+    if b is None:
+        try:
+            b = np.asarray(bags)
+        except ValueError:  # ragged sequences (e.g. tuples of different lengths)
+            b = None
+        if (b is None or b.ndim != 1) and hasattr(bags, "__len__") and len(bags) == n:
+            b = np.empty(n, object)
+            b[:] = list(bags)
+    if b is None or b.ndim != 1 or b.shape[0] != n:
+        shape = None if b is None else b.shape
         raise ValueError(f"{name} must be a 1-D array of {n} bag ids (one per instance row of "
-                         f"X); got shape {b.shape}.")
+                         f"X); got shape {shape}.")
     if b.dtype.kind in "iu":
         return b.astype(np.int64)
-    if b.dtype.kind == "f" and np.all(np.isfinite(b)) and np.all(b == np.round(b)):
-        return b.astype(np.int64)
-    raise ValueError(f"{name} must hold integer bag ids; got dtype {b.dtype}"
-                     + (" with non-integer values." if b.dtype.kind == "f" else "."))
+    if b.dtype.kind == "f":
+        if not np.all(np.isfinite(b)):
+            raise ValueError(f"{name} holds NaN or infinite bag ids; every row needs a bag id.")
+        if np.all(b == np.round(b)) and np.all(np.abs(b) < 2.0**62):
+            return b.astype(np.int64)
+    if b.dtype.kind == "O":
+        for v in b:
+            if v is None or (isinstance(v, float) and not np.isfinite(v)):
+                raise ValueError(f"{name} holds a {v!r} bag id; every row needs a bag id.")
+            try:
+                hash(v)
+            except TypeError:
+                raise TypeError(f"{name} must hold hashable bag ids (numbers, strings, "
+                                f"tuples, ...); got {type(v).__name__} {v!r}.") from None
+    try:
+        return np.unique(b, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    except TypeError:  # ids that cannot be sorted together: order of first appearance
+        codes = {}
+        return np.array([codes.setdefault(v, len(codes)) for v in b.tolist()], np.int64)
+
+
+def _given_id(given, i):
+    """The bag id of row ``i`` as the user gave it (``check_bags`` may have coded it)."""
+    v = list(given)[i]
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _check_instance_mask(a, n, name):
@@ -681,13 +727,15 @@ def per_bag_labels(y, bags, name="y"):
         ValueError: a bag whose instances carry different labels, bad shapes.
     """
     y = np.asarray(y)
+    given = bags
     bags = check_bags(bags, y.shape[0] if y.ndim == 1 else -1)
     ids, first, inv = np.unique(bags, return_index=True, return_inverse=True)
     lab = y[first]
     bad = np.flatnonzero(y != lab[inv])
     if bad.size:
         b = ids[inv[bad[0]]]
-        raise ValueError(f"{name}: the instances of bag {b} carry different labels "
+        shown = _given_id(given, int(bad[0]))
+        raise ValueError(f"{name}: the instances of bag {shown!r} carry different labels "
                          f"({np.unique(y[bags == b]).tolist()[:4]}); a bag has one label.")
     return lab
 
@@ -723,11 +771,12 @@ class LatentEstimator(StructuredSVM):
     # -- inputs -------------------------------------------------------------
 
     def _prepare_bags(self, X, y, bags, known=None, where=None, reset=True):
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=reset)
+        X = validate_data(self, validation.check_features(X), accept_sparse="csr",
+                          dtype=np.float32, reset=reset)
         # The float32 range of the candidate rows, before any fit (C R: in fit / sweep).
         check_feature_scale(max_row_norm(X))
         n = X.shape[0]
-        bags = check_bags(bags, n)
+        given, bags = bags, check_bags(bags, n)
         known = _check_instance_mask(known, n, "known")
         where = _check_instance_mask(where, n, "where")
         ids = np.unique(bags)
@@ -740,7 +789,7 @@ class LatentEstimator(StructuredSVM):
         if yy.shape[0] == B:
             yb = yy
         elif yy.shape[0] == n:
-            yb = per_bag_labels(yy, bags)
+            yb = per_bag_labels(yy, given)
         else:
             missing = None
             if ids[0] >= 0 and yy.shape[0] == ids[-1] + 1:
@@ -753,14 +802,15 @@ class LatentEstimator(StructuredSVM):
             raise ValueError(
                 f"y must hold one label per bag ({B} bags, in sorted bag-id order) or one per "
                 f"instance ({n}); got {yy.shape[0]} labels.")
-        positive, classes, _ = labels_to_tasks(yb)
+        positive, classes, _ = labels_to_tasks(yb, pos_label=getattr(self, "pos_label", None))
         data, ids = bag_data(X, bags, known=known, where=where)
         empty = ~np.asarray(data.allowed).any(axis=1)
         if empty.any():
             k = int(np.flatnonzero(empty)[0])
             kind = "positive" if positive[0, k] else "negative"
+            shown = _given_id(given, int(np.flatnonzero(bags == ids[k])[0]))
             raise ValueError(
-                f"{kind} bag {ids[k]} has all its candidates masked (where=False for every "
+                f"{kind} bag {shown!r} has all its candidates masked (where=False for every "
                 f"instance{' it has' if known is None else ', or for every known one'}); a "
                 "bag needs a candidate to be scored.")
         self._bag_ids = ids
@@ -948,7 +998,7 @@ class LatentEstimator(StructuredSVM):
                 positive), in the order of the sorted unique bag ids; or
                 ``[n_instances]`` per-instance labels constant within each bag
                 (the CLI's SVMlight form; used when ``n_instances != n_bags``).
-            bags: ``[n_instances]`` integer bag ids.
+            bags: ``[n_instances]`` bag ids (any hashable values: ints, strings, ...).
             known: optional ``[n_instances]`` bool: candidates given as correct.
                 In a bag with any known candidate, training chooses only among
                 them (the supervised bags of Figure 1).
@@ -984,8 +1034,8 @@ class LatentEstimator(StructuredSVM):
         if self.verbose:
             print(f"{type(self).__name__}: {data.shape[0]} candidates in {data.n_bags} bags "
                   f"(at most {data.layout.shape[1]} per bag), d={data.shape[1]}, "
-                  f"{int(positive.sum())} positive bags, C={self.C}, n_init={self.n_init}",
-                  flush=True)
+                  f"{int(positive.sum())} positive bags, C={self.C}, n_init={self.n_init}; "
+                  f"{positive_class_text(self, classes)}", flush=True)
         C = jnp.full((1,), self.C, jnp.float32)
         res, extras = self._train(model, data, problems, C, single=True,
                                   devices=self.devices)
@@ -1006,7 +1056,8 @@ class LatentEstimator(StructuredSVM):
 
     def _candidate_scores(self, X, bags):
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+        X = validate_data(self, validation.check_features(X), accept_sparse="csr",
+                          dtype=np.float32, reset=False)
         bags = check_bags(bags, X.shape[0])
         layout, _ = query_layout(bags, X.shape[0])
         s = np.asarray(X @ self.coef_[0].astype(np.float32)).reshape(-1)
@@ -1018,7 +1069,7 @@ class LatentEstimator(StructuredSVM):
 
         Args:
             X: ``[n_instances, d]`` candidate features.
-            bags: ``[n_instances]`` integer bag ids.
+            bags: ``[n_instances]`` bag ids (any hashable values: ints, strings, ...).
 
         Returns:
             ``[n_bags]`` float32 scores in sorted bag-id order.
@@ -1036,7 +1087,7 @@ class LatentEstimator(StructuredSVM):
 
         Args:
             X: ``[n_instances, d]`` candidate features.
-            bags: ``[n_instances]`` integer bag ids.
+            bags: ``[n_instances]`` bag ids (any hashable values: ints, strings, ...).
 
         Returns:
             ``[n_bags]`` int64 row index into ``X`` of each bag's best
@@ -1098,7 +1149,12 @@ _COMMON_ARGS = """
             iteration, dealt to one work queue per device (on a CPU, ``k``
             devices are ``k`` cores: ``jax_num_cpu_devices``). One
             initialisation runs on one device: the candidate rows are not
-            sharded."""
+            sharded.
+        pos_label: the label of the positive (relevant) class, one of the
+            two values of the bag labels ``y``; ``None`` (default): the
+            larger label in sort order (scikit-learn's ``classes_[1]``). Then ``classes_`` is
+            ``[other label, pos_label]``: ``classes_[1]`` is the positive class.
+"""
 
 def _attrs(intercept, objective):
     return _COMMON_ATTRS.replace("{INTERCEPT}", intercept).replace("{OBJECTIVE}", objective)
@@ -1138,7 +1194,7 @@ class _APLatentEstimator(LatentEstimator):
 
     def __init__(self, C=1.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
                  init="centroid", random_state=None, max_iter=1000, verbose=False,
-                 devices=None):
+                 devices=None, pos_label=None):
         self.C = C
         self.inference = inference
         self.max_outer_iter = max_outer_iter
@@ -1149,6 +1205,7 @@ class _APLatentEstimator(LatentEstimator):
         self.max_iter = max_iter
         self.verbose = verbose
         self.devices = devices
+        self.pos_label = pos_label
 
 
 class LatentAPSVM(_APLatentEstimator):
@@ -1318,7 +1375,8 @@ class LatentSVM(LatentEstimator):
 
     def __init__(self, C=1.0, *, J=1.0, c=0.0, fit_intercept=True, max_outer_iter=30,
                  tol=1e-4, n_init=3, init="centroid", random_state=None, max_iter=5000,
-                 verbose=False, devices=None):
+                 verbose=False, devices=None,
+                 pos_label=None):
         self.C = C
         self.J = J
         self.c = c
@@ -1331,6 +1389,7 @@ class LatentSVM(LatentEstimator):
         self.max_iter = max_iter
         self.verbose = verbose
         self.devices = devices
+        self.pos_label = pos_label
 
     def _check_params(self):
         super()._check_params()

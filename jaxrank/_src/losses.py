@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank._src import inference
+from jaxrank._src import inference, validation
 
 
 def structured_hinge(oracle):
@@ -28,13 +28,19 @@ def structured_hinge(oracle):
         oracle: ``(S, problem) -> Violation`` (e.g. a model's ``oracle``).
 
     Returns:
-        A function ``(S, problem) -> []`` float.
+        A function ``(S, problem) -> []`` float. ``S`` is a pytree of float32
+        or float64 arrays.
+
+    Raises:
+        TypeError: (when the returned function is called or traced) a leaf of
+            ``S`` that is complex, bool, integer, float16/bfloat16 or not
+            numeric: no cast drops an imaginary part or rounds.
 
     References:
         Tsochantaridis et al., JMLR 2005 (structured hinge); eq. (3) of
         Mohapatra et al., NIPS 2014.
     """
-    return _structured_hinge(oracle, _any_nan)
+    return _structured_hinge(oracle, _any_nan, check=True)
 
 
 def _any_nan(S, problem):
@@ -43,10 +49,17 @@ def _any_nan(S, problem):
                                              for x in jax.tree_util.tree_leaves(S)])
 
 
-def _structured_hinge(oracle, is_nan):
-    """:func:`structured_hinge` with NaN (value and gradient) where ``is_nan(S, problem)``."""
+def _structured_hinge(oracle, is_nan, check=False):
+    """:func:`structured_hinge` with NaN (value and gradient) where ``is_nan(S, problem)``.
+
+    ``check``: refuse score leaves that are not float32/float64 (at trace time).
+    """
 
     def value(S, problem):
+        if check:
+            for leaf in jax.tree_util.tree_leaves(S):
+                validation.check_dtype(leaf, "S", integers=False, half=False,
+                                       fn="structured_hinge")
         r = oracle(S, problem)
         bad = is_nan(S, problem)
         out = _slack(r, S)
@@ -116,7 +129,8 @@ def ap_hinge_loss(scores, labels, *, where=None, method="select"):
     Returns:
         ``[...]`` float hinge values (``>= 0``). Under ``jit``, lists without
         both classes give 0 with a zero gradient, and a list with a NaN score
-        (among the items of ``where``) gives NaN with an all-NaN gradient.
+        or a NaN or non-binary label (among the items of ``where``) gives NaN
+        with an all-NaN gradient.
 
     Raises:
         ValueError / TypeError: as :func:`jaxrank.inference.ap_most_violated`.
@@ -159,8 +173,9 @@ def hinge_loss(scores, labels, *, where=None, pos_weight=1.0):
 
     Returns:
         ``[...]`` float sums (a scalar for one list). Under ``jit`` a list
-        with a NaN score (among the items of ``where``) gives NaN, with an
-        all-NaN gradient; scores outside ``where`` are ignored.
+        with a NaN score or a NaN or non-binary label (among the items of
+        ``where``) gives NaN, with an all-NaN gradient; scores outside
+        ``where`` are ignored.
 
     Raises:
         ValueError / TypeError: as :func:`jaxrank.inference.zero_one_most_violated`.

