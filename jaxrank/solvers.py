@@ -5,7 +5,8 @@
 * :func:`fit_many` — the batched driver: ``M`` fits as work queues of
   ``vmap``-ed slots, sharded over devices.
 * :func:`step`, :func:`init_state`, :func:`state_result`,
-  :class:`SolverState`, :class:`FitResult` — the pieces, for custom loops.
+  :class:`SolverState`, :class:`FitResult` — the pieces, for custom loops
+  (:func:`plane_cache_size` gives the plane cache :func:`fit` uses).
 
 The objective, with ``S = model.scores(w, data)``::
 
@@ -21,8 +22,10 @@ from jaxrank._src.solver import (
     fit,
     fit_many,
     init_state,
+    plane_cache_size,
     state_result,
     step,
 )
 
-__all__ = ["FitResult", "SolverState", "fit", "fit_many", "init_state", "state_result", "step"]
+__all__ = ["FitResult", "SolverState", "fit", "fit_many", "init_state", "plane_cache_size",
+           "state_result", "step"]

@@ -43,7 +43,9 @@ class Model:
 
     Attributes:
         features: the feature map (default :class:`LinearFeatures`, ``S = X w``).
-        cache: static number of cached planes of the solver (``>= 1``).
+        cache: static floor on the solver's cached planes (``>= 1``; the
+            solver grows the cache towards ``dim + 2`` planes,
+            :func:`jaxrank.solvers.plane_cache_size`).
         inner_steps: static cached-plane steps per oracle call (``>= 0``).
         hinge_visits: static budget of one call of dual coordinate ascent on
             the hinge terms per solver iteration, in passes over the ``m``

@@ -144,6 +144,7 @@ class SolverState(NamedTuple):
     active: Any
     pg_tol: jax.Array
     born: jax.Array
+    theta: jax.Array
 
 
 def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverState:
@@ -177,6 +178,7 @@ def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverStat
         active=dcd.all_active(n_hinge),
         pg_tol=jnp.asarray(1.0, dtype),
         born=jnp.full((cache + 1,), -1, jnp.int32),
+        theta=jnp.asarray(0, dtype),
     )
 
 
@@ -211,6 +213,10 @@ def _pairwise_step(beta, ell, v, gram, levels):
 # iterate): the stabilised ("in-out") query point of cutting-plane methods.
 _QUERY_SMOOTHING = 0.5
 
+# A query whose iteration raised the dual by less than this fraction of the
+# gap counts as mispriced: the next one is at the dual iterate.
+_MISPRICED = 1e-3
+
 # The QP over the cached planes is solved until its Frank-Wolfe gap is at most
 # this fraction of max(tol * F(w_best), F(w_best) - D).
 _INNER_ACCURACY = 0.1
@@ -219,6 +225,34 @@ _INNER_ACCURACY = 0.1
 # diagonal entry of the Gram matrix (the step itself is an exact line search
 # of the true dual, so the ridge only shapes the direction).
 _NEWTON_RIDGE = 1e-6
+
+
+# The plane cache grows with the number of weights (an optimal dual point
+# needs at most dim + 1 planes, Caratheodory) up to this many planes, within
+# this many bytes of float32 planes per fit.
+_AUTO_CACHE_MAX = 128
+_AUTO_CACHE_BYTES = 2 ** 25
+
+
+def plane_cache_size(cache: int, dim: int) -> int:
+    """Planes the solver caches for a model with ``cache`` planes and ``dim`` weights.
+
+    ``model.cache`` is a floor: below ``_AUTO_CACHE_MAX`` planes the cache
+    grows to ``dim + 2`` (room for the support of an optimal dual point, at
+    most ``dim + 1`` planes), while ``(cache + 1) * dim`` float32 planes fit
+    in ``_AUTO_CACHE_BYTES``. A cache smaller than the support merges planes
+    in use into the aggregate corner, which stalls the dual bound.
+
+    Args:
+        cache: the model's ``cache`` (``>= 1``).
+        dim: number of weights.
+
+    Returns:
+        int ``>= cache``.
+    """
+    dim = max(int(dim), 1)
+    grow = min(dim + 2, _AUTO_CACHE_MAX, _AUTO_CACHE_BYTES // (4 * dim) - 1)
+    return max(int(cache), grow)
 
 
 def _retired_slot(beta, born):
@@ -245,18 +279,15 @@ def _fw_gap(beta, viol):
     return jnp.max(viol) - jnp.dot(beta, viol)
 
 
-def _newton_step(beta, viol, gram):
-    """One active-set Newton step of the cached-plane QP on the support of ``beta``.
+def _newton_direction(beta, viol, gram):
+    """Active-set Newton direction of the cached-plane QP on the support of ``beta``.
 
     The dual restricted to the cached planes is the simplex-constrained QP
     ``max_beta beta . b - 1/2 beta^T G beta`` (``G = gram``, ``viol = b - G
     beta``). On the support ``S = {beta > 0}`` the Newton point ``x``
     maximises the quadratic on the affine hull ``sum(x_S) = 1`` (the KKT
     system of size ``|S| + 1``, with a small ridge where ``G_SS`` is
-    singular); the step moves towards it by exact line search of the true
-    dual, stopped at the first weight that reaches 0 (the ratio test of an
-    active-set method: that plane leaves the support). The dual never
-    decreases.
+    singular).
 
     Args:
         beta: ``[k]`` point of the simplex.
@@ -264,7 +295,9 @@ def _newton_step(beta, viol, gram):
         gram: ``[k, k]`` Gram matrix of the cached planes.
 
     Returns:
-        ``[k]`` the next point of the simplex.
+        ``(d [k], t_max [])``: the direction ``x - beta`` (zero off ``S``,
+        summing to 0) and the largest step that keeps ``beta + t d >= 0``
+        (the ratio test of an active-set method; ``0`` when ``d = 0``).
     """
     on = beta > 0
     k = beta.shape[0]
@@ -280,15 +313,75 @@ def _newton_step(beta, viol, gram):
     x = jnp.linalg.solve(kkt, rhs)[:k]
     d = jnp.where(on, x - beta, 0)
     d = d - ones * (jnp.sum(d) / jnp.maximum(jnp.sum(ones), 1))  # stay on sum(beta) = 1
+    d = jnp.where(jnp.isfinite(d), d, 0)
+    dec = d < 0
+    t_max = jnp.min(jnp.where(dec, beta / jnp.where(dec, -d, 1), jnp.inf))
+    return d, jnp.where(jnp.isfinite(t_max), t_max, 0)
+
+
+def _simplex_move(beta, d, t, t_max):
+    """``beta + t d`` on the simplex; at ``t = t_max`` the blocking weight is set to 0."""
+    dec = d < 0
+    ratio = jnp.where(dec, beta / jnp.where(dec, -d, 1), jnp.inf)
+    new = jnp.where(dec & (ratio <= t) & (t >= t_max), 0, jnp.maximum(beta + t * d, 0))
+    total = jnp.sum(new)
+    return jnp.where(total > 0, new / jnp.where(total > 0, total, 1), beta)
+
+
+def _newton_step(beta, viol, gram):
+    """One active-set Newton step of the cached-plane QP (:func:`_newton_direction`).
+
+    Moves towards the Newton point by exact line search of the true dual,
+    stopped at the first weight that reaches 0 (that plane leaves the
+    support). The dual never decreases.
+
+    Returns:
+        ``[k]`` the next point of the simplex.
+    """
+    d, t_max = _newton_direction(beta, viol, gram)
     slope = jnp.dot(viol, d)
     curv = jnp.dot(d, gram @ d)
     t_ls = jnp.where(curv > 0, slope / jnp.where(curv > 0, curv, 1), jnp.inf)
-    dec = d < 0
-    ratio = jnp.where(dec, beta / jnp.where(dec, -d, 1), jnp.inf)
-    t = jnp.where(slope > 0, jnp.minimum(t_ls, jnp.min(ratio)), 0)
-    t = jnp.where(jnp.isfinite(t), t, 0)
-    new = jnp.where(dec & (ratio <= t), 0, jnp.maximum(beta + t * d, 0))
-    return new / jnp.sum(new)
+    t = jnp.where(slope > 0, jnp.minimum(t_ls, t_max), 0)
+    return _simplex_move(beta, d, jnp.where(jnp.isfinite(t), t, 0), t_max)
+
+
+def _solve_cached_projected(beta, corners, levels, z_other, on, max_steps, eps):
+    """:func:`_solve_cached` for a model with sign constraints ``w[J] <= 0``.
+
+    The dual with the multipliers of the constraints maximised out is
+    ``beta . levels - 1/2 ||Pi(z)||^2``, ``z = beta @ corners + z_other``
+    (``Pi`` clamps ``z[J]`` to ``<= 0``): piecewise quadratic, so the rounds
+    are projected pairwise steps (:func:`_pairwise_step_projected`, exact
+    line search), O(cache * dim) each, until the Frank-Wolfe gap is ``<=
+    eps`` or ``max_steps`` rounds.
+
+    Args:
+        beta: ``[k]`` convex weights of the cached planes.
+        corners: ``[k, dim]`` the planes.
+        levels: ``[k]`` their offsets.
+        z_other: ``[dim]`` the fixed part of ``z`` (``w_other + nu``).
+        on: ``[dim]`` bool, the sign-constrained entries.
+        max_steps: static bound on the rounds.
+        eps: ``[]`` target Frank-Wolfe gap.
+
+    Returns:
+        ``(beta, ell)``.
+    """
+
+    def cond(c):
+        k, beta, _, z = c
+        w = jnp.where(on, jnp.minimum(z, 0), z)
+        return (k < max_steps) & (_fw_gap(beta, levels - corners @ w) > eps)
+
+    def body(c):
+        k, beta, ell, z = c
+        return (k + 1,) + _pairwise_step_projected(beta, ell, z, corners, levels, on)
+
+    z0 = beta @ corners + z_other
+    _, beta, _, _ = lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), beta,
+                                                jnp.zeros((), beta.dtype), z0))
+    return beta, jnp.dot(beta, levels)
 
 
 def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
@@ -533,8 +626,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     # a valid plane), or the warm start at the first iteration.
     query = s.w
     if has_oracle:
-        query = jnp.where(s.it > 0, _QUERY_SMOOTHING * s.best_w + (1 - _QUERY_SMOOTHING) * s.w,
-                          s.w)
+        query = s.theta * s.best_w + (1 - s.theta) * s.w
     at = query if w0 is None else jnp.where(s.it == 0, _feasible(model, w0.astype(dtype)), query)
     obj = 0.5 * jnp.dot(at, at)
     w, ell, beta, corners, levels, gram = s.w, s.ell, s.beta, s.corners, s.levels, s.gram
@@ -594,16 +686,13 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         gram = gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
         gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
         if model.inner_steps > 0:
+            eps = _INNER_ACCURACY * jnp.maximum(tol * jnp.abs(best_obj),
+                                                best_obj - s.best_dual)
             if projected:
-                on = _bounded_mask(w, bounds)
-                beta, ell, _ = lax.fori_loop(
-                    0, model.inner_steps,
-                    lambda _, c: _pairwise_step_projected(*c, corners, levels, on),
-                    (beta, ell, w + nu),
-                )
+                beta, ell = _solve_cached_projected(beta, corners, levels, w_other + nu,
+                                                    _bounded_mask(w, bounds),
+                                                    model.inner_steps, eps)
             else:
-                eps = _INNER_ACCURACY * jnp.maximum(tol * jnp.abs(best_obj),
-                                                    best_obj - s.best_dual)
                 beta, ell = _solve_cached(beta, gram, levels, corners @ w_other,
                                           model.inner_steps, eps)
             w = beta @ corners + w_other
@@ -647,9 +736,16 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         w = free - nu_new
         w_other = w_other + nu - nu_new
         nu = nu_new
-    dual = jnp.maximum(s.best_dual, ell + jnp.sum(alpha) - 0.5 * jnp.dot(w, w))
+    dual_now = ell + jnp.sum(alpha) - 0.5 * jnp.dot(w, w)
+    dual = jnp.maximum(s.best_dual, dual_now)
+    # Smoothed queries while they pay; a query whose plane closed less than a
+    # small fraction of the gap (a "mispriced" query point) is followed by
+    # one at the dual iterate itself (Kelley's point), which always cuts.
+    theta = jnp.where(dual_now - s.best_dual > _MISPRICED * (best_obj - s.best_dual),
+                      _QUERY_SMOOTHING, 0).astype(dtype)
     return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done,
-                       alpha, w_other, nu, active, pg_tol, born if has_oracle else s.born)
+                       alpha, w_other, nu, active, pg_tol, born if has_oracle else s.born,
+                       theta if has_oracle else s.theta)
 
 
 def _feasible(model, w):
@@ -777,8 +873,15 @@ def fit(
         return s
 
     state = lax.while_loop(lambda s: ~s.done, body,
-                           init_state(dim, dtype, model.cache, m))
+                           init_state(dim, dtype, _cache(model, dim), m))
     return state_result(state, tol)
+
+
+def _cache(model, dim):
+    """The plane cache of a fit (:func:`plane_cache_size`; as given without an oracle)."""
+    if model.oracle is None:
+        return int(model.cache)
+    return plane_cache_size(model.cache, dim)
 
 
 def _check_w0(w0, shape, dtype):
@@ -816,7 +919,7 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
     m, sq = _hinge_setup(model, data, first_prob, C[0], dtype)
     fresh = jax.tree_util.tree_map(
         lambda a: jnp.broadcast_to(a, (B,) + a.shape),
-        init_state(dim, dtype, model.cache, m),
+        init_state(dim, dtype, _cache(model, dim), m),
     )
 
     def one(s, prob, c, start):

@@ -1,0 +1,66 @@
+"""Fits converge at the defaults: every C of the default grid, certified against float64."""
+
+import numpy as np
+import pytest
+import reference
+from sklearn.datasets import load_breast_cancer
+from sklearn.preprocessing import StandardScaler
+
+import jaxrank
+from jaxrank.inference import ap_oracle
+
+
+@pytest.fixture(scope="module")
+def breast_cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    return StandardScaler().fit_transform(X).astype(np.float32), y
+
+
+@pytest.mark.parametrize("C", jaxrank.APSVM._default_Cs)
+def test_apsvm_converges_at_every_default_C_and_its_objective_is_exact(breast_cancer, C):
+    X, y = breast_cancer
+    model = jaxrank.APSVM(C=C).fit(X, y)
+    assert model.converged_
+    # The primal re-evaluated independently in float64 (literal Algorithm 1).
+    w = model.coef_[0].astype(np.float64)
+    b, a = reference.ap_oracle_literal(X, y == 1)(w)
+    f = 0.5 * w @ w + C * max(0.0, b - a @ w)
+    assert abs(model.objective_ - f) <= 2e-6 * f
+    # The dual bound stays below the primal, and the certified gap is real.
+    assert model.dual_objective_ <= f * (1 + 2e-6)
+    assert f - model.dual_objective_ <= 1.1e-4 * f
+
+
+@pytest.mark.parametrize("cls", [jaxrank.AUCSVM, jaxrank.APSVMApprox])
+def test_large_C_estimators_converge_at_every_default_C(breast_cancer, cls):
+    X, y = breast_cancer
+    for C in cls._default_Cs:
+        model = cls(C=C).fit(X, y)
+        assert np.all(model.converged_), C
+        assert model.dual_objective_ <= model.objective_ * (1 + 2e-6)
+
+
+def test_default_C_lies_in_the_default_grid():
+    for cls in (jaxrank.APSVM, jaxrank.AUCSVM, jaxrank.APSVMApprox, jaxrank.BinarySVM,
+                jaxrank.LatentAPSVM, jaxrank.LatentSVM, jaxrank.LatentSSVM, jaxrank.HOBSVM,
+                jaxrank.HOAPSVM):
+        C = cls().C
+        grid = cls._default_Cs
+        assert min(grid) <= C <= max(grid), (cls.__name__, C, grid)
+
+
+def test_ap_loss_keeps_its_digits_near_a_perfect_ranking():
+    # One swapped pair among 3000 items: 1 - AP ~ 1e-6, below float32's
+    # resolution of numbers near 1, so the loss must not be formed as 1 - AP.
+    n_pos, n_neg = 1000, 2000
+    s = np.r_[np.linspace(10, 5, n_pos), np.linspace(4, -5, n_neg)].astype(np.float32)
+    s[n_pos - 1], s[n_pos] = s[n_pos], s[n_pos - 1]  # last positive below the first negative
+    s = s * 10  # margins >= 1: the most-violated ranking is the true one
+    positive = np.r_[np.ones(n_pos, bool), np.zeros(n_neg, bool)]
+    r = ap_oracle(s, positive, np.ones_like(positive), kp=n_pos)
+    # float64 literal reference
+    opt, pos, neg = reference.literal_algorithm1(s.astype(np.float64), positive)
+    loss64, _, _ = reference.outputs_from_interleaving(s.astype(np.float64), positive, opt,
+                                                       pos, neg)
+    assert loss64 > 0
+    assert abs(float(r.loss) - loss64) <= 1e-5 * loss64
