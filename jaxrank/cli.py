@@ -53,6 +53,19 @@ def _positive_float(text):
     return v
 
 
+def _nonnegative_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    with np.errstate(over="ignore", under="ignore"):
+        v32 = np.float32(v)
+    if not np.isfinite(v32) or v < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a number >= 0 that is finite in float32, got {text!r}")
+    return v
+
+
 def _positive_int(text):
     try:
         v = int(text)
@@ -170,20 +183,38 @@ def _read(path, n_features=None):
 
 
 def _read_edges(path):
-    """``[m, 2]`` int64 edges: two 0-based sample indices per line."""
+    """``[m, 2]`` int64 edges: two 0-based sample indices per line (``None`` without a path).
+
+    Indices beyond int64 are returned as read (float64), for the model's
+    range check to name them.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a directory, an unreadable or empty file, or lines that
+            are not two integers.
+    """
     if path is None:
         return None
     if os.path.isdir(path):
         raise ValueError(f"{path} is a directory; expected an edges file.")
     if not os.path.exists(path):
         raise FileNotFoundError(f"edges file {path} does not exist.")
+    import warnings
+
     try:
-        e = np.loadtxt(path, dtype=np.float64, ndmin=2, comments="#")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*input contained no data")
+            e = np.loadtxt(path, dtype=np.float64, ndmin=2, comments="#")
     except ValueError as err:
         raise ValueError(f"cannot read edges file {path}: {err}") from None
-    if e.size and (e.shape[1] != 2 or not np.all(e == np.round(e))):
+    if e.size == 0:
+        raise ValueError(f"edges file {path} holds no edges (it is empty or only comments); "
+                         "expected two 0-based sample indices per line.")
+    if e.shape[1] != 2 or not np.all(np.isfinite(e)) or not np.all(e == np.round(e)):
         raise ValueError(f"{path}: expected two integer sample indices per line.")
-    return e.reshape(-1, 2).astype(np.int64)
+    if np.abs(e).max() >= 2.0**63:  # kept as read: the model names the index out of range
+        return e
+    return e.astype(np.int64)
 
 
 def _extra_inputs(est, path, groups, edges, *, model_name):
@@ -208,11 +239,13 @@ def _extra_inputs(est, path, groups, edges, *, model_name):
     return kw
 
 
+# Seconds a step of the command runs before its elapsed-time line appears.
+_PROGRESS_DELAY = 2.0
 # Per-iteration progress of `jaxrank train` by default only for training sets of
-# at least this many stored values: the progress output is a host callback,
-# and JAX never keeps a program with host callbacks in its persistent
-# compilation cache, so a fit with progress recompiles on every run (seconds,
-# far more than a small fit).
+# at least this many stored values (shorter fits show the elapsed time): the
+# per-iteration output is a host callback, and JAX never keeps a program with
+# host callbacks in its persistent compilation cache, so such a fit is
+# compiled again on every run (seconds, far more than a small fit).
 _PROGRESS_MIN_ENTRIES = 10**7
 
 
@@ -220,35 +253,102 @@ def _stored_entries(X):
     return int(X.nnz) if hasattr(X, "nnz") else int(np.size(X))
 
 
+class _Elapsed:
+    """Context manager: a tqdm line ``DESC: 0:12 elapsed`` on stderr while a step runs.
+
+    The line appears only once the step has run ``delay`` seconds (a quick
+    step prints nothing) and is redrawn every second by a thread of its own,
+    so it needs nothing from the step: the fit's compiled program keeps no
+    host callback and stays in the compilation caches. Nothing is shown when
+    ``enabled`` is False.
+    """
+
+    def __init__(self, desc, enabled=True, delay=_PROGRESS_DELAY):
+        import threading
+
+        self.desc, self.enabled, self.delay = desc, enabled, delay
+        self._done = threading.Event()
+        self._thread = None
+
+    def __enter__(self):
+        import threading
+
+        if self.enabled:
+            self._thread = threading.Thread(target=self._show, daemon=True)
+            self._thread.start()
+        return self
+
+    def _show(self):
+        if self._done.wait(self.delay):
+            return
+        from tqdm.auto import tqdm
+
+        bar = tqdm(desc=self.desc, bar_format="{desc}: {elapsed} elapsed", file=sys.stderr,
+                   leave=False, initial=0, total=None)
+        try:
+            while not self._done.wait(1.0):
+                bar.refresh()
+        finally:
+            bar.close()
+
+    def __exit__(self, *exc):
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        return False
+
+
+def _describe(est):
+    """``Name(C=...)`` of a fitted estimator for the summary line (its C, or its bandwidth)."""
+    name = type(est).__name__
+    if "C" in est.get_params():
+        return f"{name}(C={est.C:g})"
+    parts = [f"{k}={est.get_params()[k]}" for k in ("kernel",) if k in est.get_params()]
+    if hasattr(est, "bandwidth_"):
+        parts.append(f"bandwidth={float(est.bandwidth_):.4g}")
+    return f"{name}({', '.join(parts)})"
+
+
 def cmd_train(args):
     _check_output(args.model_file, args.force)
     est = make_estimator(args)
-    X, y, groups = _read(args.train_file)
-    if "verbose" in est.get_params() and not args.quiet:
-        est.set_params(verbose=bool(getattr(args, "progress", False))
-                       or _stored_entries(X) >= _PROGRESS_MIN_ENTRIES)
+    say = _printer(args)
+    with _Elapsed(f"reading {args.train_file}", enabled=not args.quiet):
+        X, y, groups = _read(args.train_file)
+    progress = not args.quiet and "verbose" in est.get_params() and (
+        bool(getattr(args, "progress", False)) or _stored_entries(X) >= _PROGRESS_MIN_ENTRIES)
+    if "verbose" in est.get_params():
+        est.set_params(verbose=progress)
     edges = _read_edges(getattr(args, "edges", None))
-    print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}"
-          + (f", {np.unique(groups).size} qid groups" if groups is not None else ""))
+    say(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}"
+        + (f", {np.unique(groups).size} qid groups" if groups is not None else ""))
     kw = _extra_inputs(est, args.train_file, groups, edges, model_name=args.model)
     t0 = time.perf_counter()
-    est.fit(X, y, **kw)
+    with _Elapsed(f"training {type(est).__name__}", enabled=not (args.quiet or progress)):
+        est.fit(X, y, **kw)
     dt = time.perf_counter() - t0
     conv = getattr(est, "converged_", None)
-    print(f"trained {type(est).__name__}(C={getattr(est, 'C', 'n/a')}) in {dt:.2f} s: "
-          f"{est.n_iter_} iterations, objective {est.objective_:.6g}"
-          + ("" if conv is None else f", converged={conv}"))
+    say(f"trained {_describe(est)} in {dt:.2f} s: "
+        f"{est.n_iter_} iterations, objective {est.objective_:.6g}"
+        + ("" if conv is None else f", converged={conv}"))
     if not getattr(args, "quiet", False):
         print(_positive_class_text(est, est.classes_,
                                    grouped=getattr(est, "n_queries_", None) is not None))
     if groups is not None and hasattr(est, "n_dropped_queries_"):
-        print(f"{est.n_queries_} queries, {est.n_dropped_queries_} dropped (no relevant or no "
-              "irrelevant item)")
+        say(f"{est.n_queries_} queries, {est.n_dropped_queries_} dropped (no relevant or no "
+            "irrelevant item)")
     import jaxrank
 
     jaxrank.save(est, args.model_file, overwrite=args.force)
-    print(f"wrote {args.model_file}")
+    say(f"wrote {args.model_file}")
     return 0
+
+
+def _printer(args):
+    """``print``, or a no-op with ``-q`` (summary lines; results are always printed)."""
+    if getattr(args, "quiet", False):
+        return lambda *a, **k: None
+    return print
 
 
 def cmd_predict(args):
@@ -312,21 +412,22 @@ def cmd_evaluate(args):
 
 
 def _read_matrix(path):
-    """A numeric matrix from a ``.csv`` (no header) or ``.npy`` file."""
+    """A numeric matrix from a ``.csv`` (no header) or ``.npy`` file.
+
+    Read by :func:`jaxrank.load_data`'s strict readers, whose errors name the
+    file, line and column (e.g. a header line).
+    """
+    from jaxrank._src.data import load_data
+
     low = path.lower()
     if os.path.isdir(path):
         raise ValueError(f"{path} is a directory; expected a .csv or .npy file.")
-    if low.endswith(".npy"):
-        a = np.load(path, allow_pickle=False)
-    elif low.endswith((".csv", ".csv.gz", ".csv.bz2")):
-        a = np.loadtxt(path, delimiter=",", ndmin=2)
-    else:
+    if not low.endswith((".npy", ".npy.gz", ".npy.bz2", ".csv", ".csv.gz", ".csv.bz2")):
         raise ValueError(
             f"--task-column needs a .csv or .npy file (one row per sample); got {path}."
         )
-    if a.ndim != 2 or a.shape[1] < 2 or a.dtype.kind not in "iuf":
-        raise ValueError(f"{path} must be a 2-D real matrix with at least 2 columns.")
-    return a
+    X, y = load_data(path)  # (the last column as y)
+    return np.column_stack([np.asarray(X), np.asarray(y)])
 
 
 def sweep_tasks(labels, *, task_columns=None, tasks="all"):
@@ -413,6 +514,34 @@ def _devices(args):
     return devs[: args.devices] if args.devices else devs
 
 
+def _sweep_outputs(prefix, force):
+    """``[PREFIX.csv, PREFIX.json]``, checked; missing parent folders are created.
+
+    A prefix that is a directory (an existing one, or any ending in ``/``)
+    writes ``sweep.csv`` and ``sweep.json`` inside it.
+    """
+    if not prefix:
+        raise ValueError("--output-prefix is empty; expected a path such as runs/a.")
+    if prefix.endswith(("/", os.sep)) or (os.altsep and prefix.endswith(os.altsep)) \
+            or os.path.isdir(prefix):
+        prefix = os.path.join(prefix, "sweep")
+    outputs = [prefix + ".csv", prefix + ".json"]
+    for f in outputs:
+        if os.path.isdir(f):
+            raise ValueError(f"{f} is a directory; expected a file name to write.")
+        if os.path.exists(f) and not force:
+            raise FileExistsError(f"{f} exists; use --force to overwrite it.")
+    directory = os.path.dirname(os.path.abspath(outputs[0]))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot write {outputs[0]}: cannot create the folder {directory} "
+                         f"({e.strerror}).") from None
+    for f in outputs:
+        _check_output(f, force)
+    return outputs
+
+
 def cmd_sweep(args):
     """Cross-validate C for one or many tasks in one compiled call."""
     import csv
@@ -421,10 +550,7 @@ def cmd_sweep(args):
     from jaxrank._src.sweep import sweep
 
     _use_cpu_cores(args)
-    prefix = args.output_prefix
-    outputs = [prefix + ".csv", prefix + ".json"]
-    for f in outputs:
-        _check_output(f, args.force)
+    outputs = _sweep_outputs(args.output_prefix, args.force)
     cls = get_estimator(args.model)
     params = _estimator_params(cls, args)
     params.pop("verbose", None)
@@ -452,12 +578,13 @@ def cmd_sweep(args):
             f"{', '.join(map(str, names))} (one class against the rest per task, or "
             "relevance grades of qid: queries).")
     T = 1 if np.ndim(Y) == 1 else Y.shape[1]
-    print(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}; "
-          f"{T} task(s): {', '.join(map(str, names))}")
+    say = _printer(args)
+    say(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}; "
+        f"{T} task(s): {', '.join(map(str, names))}")
     res = sweep(
         X, Y, Cs=args.Cs, model=args.model, cv=args.cv,
         **({"bags": groups} if bags_model else {"groups": groups}),
-        random_state=args.seed, task_names=names, refit=False, verbose=True,
+        random_state=args.seed, task_names=names, refit=False, verbose=not args.quiet,
         progress=not args.quiet, batch_size=args.batch_size, devices=_devices(args),
         **params,
     )
@@ -476,8 +603,8 @@ def cmd_sweep(args):
             f"{mean[:, g].mean():.4f}"]
         print(_fmt_row(cells, widths))
     print(_fmt_row(["chosen C"] + [f"{c:g}" for c in res.best_C] + [""], widths))
-    print(f"{int(res.converged.sum())}/{res.converged.size} fits converged; "
-          f"{res.cv_time:.1f} s including compilation")
+    say(f"{int(res.converged.sum())}/{res.converged.size} fits converged; "
+        f"{res.cv_time:.1f} s including compilation")
     with open(outputs[0], "w", newline="") as fh:
         rows = res.rows()
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
@@ -494,7 +621,7 @@ def cmd_sweep(args):
     }
     with open(outputs[1], "w") as fh:
         json.dump(summary, fh, indent=2)
-    print(f"wrote {outputs[0]} and {outputs[1]}")
+    say(f"wrote {outputs[0]} and {outputs[1]}")
     return 0
 
 
@@ -526,15 +653,18 @@ def build_parser():
 
     def quiet(q):
         q.add_argument("-q", "--quiet", action="store_true",
-                       help="no progress output (progress is shown by default)")
+                       help="print only results, warnings and errors: no progress bars and "
+                       "no summary lines (by default progress is shown for steps of more "
+                       "than a few seconds)")
 
     def common_fit(q):
         q.add_argument("--inference", choices=["select", "search", "greedy"], default=None,
                        help="AP loss-augmented inference algorithm (all exact; default select)")
         q.add_argument("--max-iter", type=_positive_int, default=None,
                        help="maximum solver iterations (default: the model's)")
-        q.add_argument("--tol", type=_positive_float, default=None,
-                       help="relative duality gap to stop at (default 1e-4)")
+        q.add_argument("--tol", type=_nonnegative_float, default=None,
+                       help="relative duality gap to stop at, >= 0 (default 1e-4; 0 runs to "
+                       "max_iter unless the gap closes exactly)")
         q.add_argument("--pos-weight", type=_positive_float, default=None,
                        help="svm: weight of positives in the hinge (default 1)")
         q.add_argument("--k", type=_positive_float, default=None,
@@ -576,10 +706,11 @@ def build_parser():
                    help="trade-off C > 0 (default: the model's, 1)")
     t.add_argument("--force", action="store_true", help="overwrite MODEL if it exists")
     t.add_argument("--progress", action="store_true",
-                   help="print the solver's progress every iteration (default: only for "
-                   "training sets of at least 10^7 stored values; a fit with progress output "
-                   "is compiled again on every run, as JAX's compilation cache does not keep "
-                   "programs with host callbacks)")
+                   help="print the solver's objective, dual bound and gap at its first "
+                   "iteration and every 25th (default: for training sets of at least 10^7 "
+                   "stored values; other fits show their elapsed time once they run over 2 s). "
+                   "A fit with this output is compiled again on every run: JAX's compilation "
+                   "cache does not keep programs with host callbacks")
     t.add_argument("--edges", default=None, metavar="EDGES.txt",
                    help="models over a graph of samples: two 0-based sample indices per line")
     common_fit(t)
@@ -613,8 +744,11 @@ def build_parser():
         "binary task each. Writes PREFIX.csv (one row per fit) and PREFIX.json (summary).",
     )
     sw.add_argument("train_file", metavar="TRAIN")
-    sw.add_argument("--model", choices=[n for n in names if n != "kernelrank"],
-                    default="apsvm", help="apsvm (default), svm, apsvm-appx or auc-svm")
+    # (kernelrank has no C; the graph models need edges, which sweep does not take)
+    sw.add_argument("--model", choices=[n for n in names
+                                        if n not in ("kernelrank", "hob-svm", "hoap-svm")],
+                    default="apsvm", help="apsvm (default), svm, apsvm-appx, auc-svm, or a "
+                    "latent model on a qid: (bag id) file")
     sw.add_argument("--Cs", type=_grid, default="auto",
                     help="comma-separated C grid, or 'auto' (default): the model's own "
                     "grid, extended while the best C sits at an edge")
@@ -626,7 +760,9 @@ def build_parser():
                     help="multi-class label: 'all' (default, one-vs-rest per class) or "
                     "comma-separated class values")
     sw.add_argument("--output-prefix", default="jaxrank-sweep",
-                    help="write PREFIX.csv and PREFIX.json (default jaxrank-sweep)")
+                    help="write PREFIX.csv and PREFIX.json (default jaxrank-sweep); missing "
+                    "folders are created, and a folder (a PREFIX ending in /) gets "
+                    "sweep.csv and sweep.json")
     sw.add_argument("--force", action="store_true", help="overwrite existing output files")
     sw.add_argument("--seed", type=int, default=0, help="fold seed (default 0)")
     common_fit(sw)
@@ -703,7 +839,7 @@ def _compilation_cache(args):
 
 def _warn(message):
     """Print ``jaxrank: warning: MESSAGE`` as one line on stderr."""
-    print(f"jaxrank: warning: {message}", file=sys.stderr)
+    _show_warning(message, UserWarning, "", 0)
 
 
 def _is_command_process(argv):
@@ -745,34 +881,57 @@ def main(argv=None):
 
 
 def _main(argv):
+    import warnings
+
     from jaxrank._src.base import use_program_store
     from jaxrank._src.inference import _cacheable_programs
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    store = _compilation_cache(args)
-    previous = use_program_store(store)
-    try:
-        if store is None:
-            return args.func(args)
-        # Programs on disk cannot hold host callbacks: with the caches on and
-        # without the native kernels (whose FFI calls can be stored), the
-        # NumPy host sort only for long lists (jaxrank.inference).
-        with _cacheable_programs():
-            return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,
-            PermissionError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        # The reader of stdout went away (e.g. `jaxrank predict ... | head`).
+    with warnings.catch_warnings():
+        # Python's warnings as one line each: `jaxrank: warning: ...`.
+        warnings.showwarning = _show_warning
+        store = _compilation_cache(args)
+        previous = use_program_store(store)
         try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
-        return 0
-    finally:
-        use_program_store(previous)
+            if store is None:
+                return args.func(args)
+            # Programs on disk cannot hold host callbacks: with the caches on and
+            # without the native kernels (whose FFI calls can be stored), the
+            # NumPy host sort only for long lists (jaxrank.inference).
+            with _cacheable_programs():
+                return args.func(args)
+        except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,
+                PermissionError) as e:
+            print(f"jaxrank: error: {_one_line(e)}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            # The reader of stdout went away (e.g. `jaxrank predict ... | head`).
+            try:
+                sys.stdout = open(os.devnull, "w")
+            except OSError:
+                pass
+            return 0
+        finally:
+            use_program_store(previous)
+
+
+def _one_line(message):
+    """``message`` (an exception or warning) as one line of text."""
+    return " ".join(str(message).split())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """``warnings.showwarning`` of the command: ``jaxrank: warning: MESSAGE`` on stderr."""
+    from tqdm import tqdm
+
+    name = getattr(category, "__name__", "Warning")
+    kind = "" if name in ("UserWarning", "RuntimeWarning") else f" ({name})"
+    try:
+        # (tqdm.write: a progress line being shown is cleared first and redrawn after)
+        tqdm.write(f"jaxrank: warning: {_one_line(message)}{kind}", file=file or sys.stderr)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -149,9 +149,10 @@ def test_unwritable_outputs_are_refused_before_any_work(tmp_path, small_files, c
     monkeypatch.setattr(data_mod, "load_data", boom)
     monkeypatch.setattr(sweep_mod, "sweep", boom)
     missing = tmp_path / "no" / "such"
+    (tmp_path / "afile").write_text("")
     for argv in (["train", str(train), str(missing / "m.npz")],
                  ["predict", str(model), str(train), "-o", str(missing / "s.txt")],
-                 ["sweep", str(train), "--output-prefix", str(missing / "sw")]):
+                 ["sweep", str(train), "--output-prefix", str(tmp_path / "afile" / "sw")]):
         assert main(argv) == 2, argv
         assert "cannot write" in capsys.readouterr().err
     (tmp_path / "d.npz").mkdir()
@@ -292,7 +293,7 @@ def _cli_env(cache):
 
 
 def test_program_cache_never_unpickles_planted_files(tmp_path):
-    """Every file of the CLI's caches replaced by a malicious pickle: nothing runs, training works."""
+    """Every file of the CLI caches replaced by a malicious pickle: nothing runs, fits work."""
     import os
     import pickle
 
@@ -349,3 +350,155 @@ def test_cache_writable_by_others_is_refused_with_one_warning(tmp_path, where):
     assert str(shared) in warn[0] and "writable by other users" in warn[0]
     assert not list((cache / "programs").iterdir())  # nothing stored
     assert not (cache / "jax").exists() or not list((cache / "jax").iterdir())
+
+
+# ---------------------------------------------------------------------------
+# Output names, progress, quiet runs, one-line warnings and clear messages.
+# ---------------------------------------------------------------------------
+
+
+def test_sweep_output_prefix_folders(tmp_path, small_files, capsys):
+    train, _ = small_files
+    base = ["sweep", str(train), "--model", "svm", "--Cs", "1", "--cv", "2", "-q"]
+    adir = tmp_path / "adir"
+    adir.mkdir()
+    assert main(base + ["--output-prefix", str(adir) + "/"]) == 0
+    assert sorted(p.name for p in adir.iterdir()) == ["sweep.csv", "sweep.json"]  # not .csv
+    # A missing folder of the prefix is created (runs/a -> runs/a.csv, runs/a.json).
+    assert main(base + ["--output-prefix", str(tmp_path / "runs" / "a")]) == 0
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["a.csv", "a.json"]
+    # An existing folder given without the slash: the same files inside it.
+    assert main(base + ["--output-prefix", str(adir)]) == 2
+    assert "exists; use --force" in capsys.readouterr().err
+    assert main(base + ["--output-prefix", str(adir), "--force"]) == 0
+    assert sorted(p.name for p in adir.iterdir()) == ["sweep.csv", "sweep.json"]
+
+
+def test_tol_zero_is_accepted_as_by_the_estimators(tmp_path, small_files):
+    train, _ = small_files
+    assert main(["train", "--model", "svm", "--tol", "0", "--max-iter", "30", "-q",
+                 str(train), str(tmp_path / "m.npz")]) == 0
+    assert jaxrank.load(tmp_path / "m.npz").tol == 0
+    jaxrank.BinarySVM(tol=0.0, max_iter=30)  # the API's contract: tol >= 0
+    with pytest.raises(SystemExit):
+        main(["train", "--tol", "-1", str(train), str(tmp_path / "m2.npz")])
+
+
+def test_train_summary_and_quiet(tmp_path, small_files, capsys):
+    train, _ = small_files
+    assert main(["train", "--model", "kernelrank", "--param", "max_iter=5", str(train),
+                 str(tmp_path / "k.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "n/a" not in out and "trained KernelRank(kernel=gaussian, bandwidth=" in out
+    assert main(["train", "--model", "svm", "-c", "0.5", str(train),
+                 str(tmp_path / "s.npz")]) == 0
+    assert "trained BinarySVM(C=0.5)" in capsys.readouterr().out
+    # -q: no summary lines at all (results, warnings and errors only).
+    assert main(["train", "-q", "--model", "svm", str(train), str(tmp_path / "q.npz")]) == 0
+    res = capsys.readouterr()
+    assert res.out == "" and res.err == ""
+
+
+def test_progress_help_says_what_it_prints(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "every 25th" in text and "every iteration" not in text
+    assert "elapsed time" in text
+
+
+def test_a_long_fit_shows_its_elapsed_time(tmp_path, small_files, capsys, monkeypatch):
+    """A fit that runs over a few seconds shows a progress line, whatever the data's size."""
+    import time
+
+    train, _ = small_files
+    fit = jaxrank.BinarySVM.fit
+
+    def slow_fit(self, *a, **k):
+        time.sleep(3.5)
+        return fit(self, *a, **k)
+
+    monkeypatch.setattr(jaxrank.BinarySVM, "fit", slow_fit)
+    assert main(["train", "--model", "svm", str(train), str(tmp_path / "m.npz")]) == 0
+    err = capsys.readouterr().err
+    assert "training BinarySVM" in err and "elapsed" in err
+    assert main(["train", "-q", "--model", "svm", str(train), str(tmp_path / "q.npz")]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_warnings_are_one_line(tmp_path, small_files, capsys):
+    train, _ = small_files
+    assert main(["train", "--model", "apsvm", "-c", "1000", "--max-iter", "1", str(train),
+                 str(tmp_path / "m.npz")]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    warn = [line for line in err if "warning" in line.lower()]
+    assert warn and all(line.startswith("jaxrank: warning: ") for line in warn), err
+    assert any("max_iter" in line and line.endswith("(ConvergenceWarning)") for line in warn)
+    assert not any("warnings.warn" in line or ".py:" in line for line in err), err
+
+
+def test_sweep_offers_no_graph_models(tmp_path, small_files, capsys):
+    train, _ = small_files
+    for model in ("hob-svm", "hoap-svm"):
+        with pytest.raises(SystemExit):
+            main(["sweep", str(train), "--model", model])
+        assert "invalid choice" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert "hob-svm" not in capsys.readouterr().out
+
+
+def test_sweep_on_a_csv_with_a_header_names_the_file_and_line(tmp_path, capsys):
+    path = tmp_path / "with_header.csv"
+    rng = np.random.default_rng(0)
+    rows = np.column_stack([rng.normal(size=(30, 3)), np.arange(30) % 2, np.arange(30) % 3 == 0])
+    path.write_text("a,b,c,t1,t2\n" + "\n".join(",".join(f"{v:g}" for v in r) for r in rows))
+    assert main(["sweep", str(path), "--task-column", "-2", "-1", "--Cs", "1",
+                 "--output-prefix", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "line 1" in err and "header" in err
+
+
+def test_predict_with_a_npy_model_is_a_clear_error(tmp_path, small_files, capsys):
+    train, _ = small_files
+    np.save(tmp_path / "model.npy", np.zeros(3))
+    assert main(["predict", str(tmp_path / "model.npy"), str(train)]) == 2
+    err = capsys.readouterr().err
+    assert "is a .npy array, not a jaxrank model file" in err and "context manager" not in err
+
+
+def test_edges_files_with_no_edges_or_huge_indices(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 0, 1], 4)
+    X = rng.normal(size=(16, 3)) + y[:, None]
+    train = tmp_path / "g.svm"
+    dump_svmlight_file(X, y, str(train), zero_based=False)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# no edges yet\n")
+    assert main(["train", "--model", "hob-svm", "--edges", str(empty), str(train),
+                 str(tmp_path / "m.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "holds no edges" in err and "UserWarning" not in err and "loadtxt" not in err
+    huge = tmp_path / "huge.txt"
+    huge.write_text(f"0 1\n0 {2**63}\n")
+    assert main(["train", "--model", "hob-svm", "--edges", str(huge), str(train),
+                 str(tmp_path / "m.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "9223372036854775808" in err and "-9223372036854775808" not in err
+    # The same through the API, edges as uint64.
+    e = np.array([[0, 1], [0, 2**63]], dtype=np.uint64)
+    with pytest.raises(ValueError, match=r"edges\[1\] = \[0, 9223372036854775808\]"):
+        jaxrank.HOBSVM(max_iter=5).fit(X, y, edges=e)
+
+
+def test_demo_progress_covers_kernelrank_and_quiet_prints_the_table_only(capsys):
+    args = ["demo", "--cv", "2", "--datasets", "ecoli1"]
+    assert main(args) == 0
+    res = capsys.readouterr()
+    assert "KernelRank" in res.err  # its progress bar (over the datasets)
+    assert "KernelRank bandwidth by validation split" in res.out
+    assert main(args + ["-q"]) == 0
+    res = capsys.readouterr()
+    lines = [line for line in res.out.splitlines() if line.strip()]
+    assert lines and all(line.startswith("|") for line in lines), res.out
+    assert res.err == ""

@@ -57,7 +57,9 @@ def run_demo(*, seed=0, cv=3, devices=None, quiet=False, datasets=None, out=prin
         seed: split and fold seed.
         cv: folds of the C search.
         devices: devices to shard the sweeps over (``None``: all local ones).
-        quiet: no progress bars (one bar per model over the datasets otherwise).
+        quiet: print the table only: no progress bars (one bar per model over
+            the datasets otherwise) and no summary lines (datasets, fits and
+            times).
         datasets: comma-separated subset of the demo datasets (default all).
         out: print function.
 
@@ -78,11 +80,12 @@ def run_demo(*, seed=0, cv=3, devices=None, quiet=False, datasets=None, out=prin
             raise ValueError(f"--datasets: unknown {bad}; the demo datasets are {names}.")
         names = chosen
     parts = _prepare(names, seed)
+    say = (lambda *a, **k: None) if quiet else out
     shape = (max(p[1].shape[0] for p in parts), max(p[1].shape[1] for p in parts))
-    out(f"{len(parts)} bundled real datasets (KEEL/UCI, CC BY 4.0), 70/30 stratified split, "
+    say(f"{len(parts)} bundled real datasets (KEEL/UCI, CC BY 4.0), 70/30 stratified split, "
         f"features standardised; C by {cv}-fold CV (validation AP) on each model's own grid:")
     for name, Xtr, ytr, Xte, yte in parts:
-        out(f"  {name:34s} train {len(ytr):5d} ({int(ytr.sum()):3d} pos)  test {len(yte):4d} "
+        say(f"  {name:34s} train {len(ytr):5d} ({int(ytr.sum()):3d} pos)  test {len(yte):4d} "
             f"({int(yte.sum()):3d} pos)  {Xtr.shape[1]:2d} features")
     models = [("svm", "BinarySVM"), ("apsvm", "APSVM"), ("auc-svm", "AUCSVM")]
     test_ap = {}
@@ -102,15 +105,16 @@ def run_demo(*, seed=0, cv=3, devices=None, quiet=False, datasets=None, out=prin
             chosen.append(float(res.best_C[0]))
             n_fits += res.n_fits
         timing[label] = time.perf_counter() - t0
-        out(f"  {label:9s} {n_fits} CV fits + {len(parts)} refits in {timing[label]:.1f} s; "
+        say(f"  {label:9s} {n_fits} CV fits + {len(parts)} refits in {timing[label]:.1f} s; "
             f"C chosen per dataset: {', '.join(f'{c:g}' for c in chosen)}")
     t0 = time.perf_counter()
-    for name, Xtr, ytr, Xte, yte in parts:
+    for name, Xtr, ytr, Xte, yte in tqdm(parts, desc="KernelRank", unit="dataset", leave=False,
+                                         disable=quiet):
         kr = jaxrank.KernelRank(kernel="sigmoid", bandwidth_grid=[0.3, 1.0, 3.0],
                                 random_state=seed).fit(Xtr, ytr)
         test_ap[name, "KernelRank"] = float(average_precision(kr.decision_function(Xte), yte))
     timing["KernelRank"] = time.perf_counter() - t0
-    out(f"  KernelRank bandwidth by validation split, {len(parts)} fits in "
+    say(f"  KernelRank bandwidth by validation split, {len(parts)} fits in "
         f"{timing['KernelRank']:.1f} s")
     labels = [m[1] for m in models] + ["KernelRank"]
     wins = {m: 0.0 for m in labels}
@@ -128,6 +132,6 @@ def run_demo(*, seed=0, cv=3, devices=None, quiet=False, datasets=None, out=prin
     means = [np.mean([test_ap[p[0], m] for p in parts]) for m in labels]
     out("| mean test AP | " + " | ".join(f"{v:.3f}" for v in means) + " |")
     out("| wins | " + " | ".join(f"{wins[m]:g}" for m in labels) + " |")
-    out(f"\ntest AP (bold: best on the dataset); total {time.perf_counter() - t_start:.1f} s "
+    say(f"\ntest AP (bold: best on the dataset); total {time.perf_counter() - t_start:.1f} s "
         "including JIT compilation.")
     return 0

@@ -220,17 +220,17 @@ def check_edges(edges, n, name="edges", *, adjacency=True):
         return np.zeros((0, 2), np.int64)
     if e.ndim != 2 or e.shape[1] != 2:
         raise ValueError(f"{name} must have shape [m, 2] (pairs of node indices); got {e.shape}.")
-    if e.dtype.kind not in "iu":
-        if e.dtype.kind == "f" and np.all(np.isfinite(e)) and np.all(e == np.round(e)):
-            e = e.astype(np.int64)
-        else:
-            raise TypeError(f"{name} must hold integer node indices; got dtype {e.dtype}.")
-    e = e.astype(np.int64)
+    if e.dtype.kind not in "iu" and not (
+            e.dtype.kind == "f" and np.all(np.isfinite(e)) and np.all(e == np.round(e))):
+        raise TypeError(f"{name} must hold integer node indices; got dtype {e.dtype}.")
+    # The range check on the values as given (a cast to int64 first would wrap
+    # uint64 indices from 2^63 up and large floats to negative numbers).
     bad = (e < 0) | (e >= n)
     if bad.any():
         r = int(np.flatnonzero(bad.any(axis=1))[0])
-        raise ValueError(f"{name}[{r}] = {e[r].tolist()} names a node outside 0..{n - 1} "
-                         f"(there are {n} nodes).")
+        raise ValueError(f"{name}[{r}] = {[int(v) for v in e[r]]} names a node outside "
+                         f"0..{n - 1} (there are {n} nodes).")
+    e = e.astype(np.int64)
     loops = e[:, 0] == e[:, 1]
     if loops.any():
         r = int(np.flatnonzero(loops)[0])
