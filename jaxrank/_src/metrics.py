@@ -501,9 +501,10 @@ def average_precision(
         positive gives NaN, and a NaN score among the valid items of a list
         gives NaN for that list (for its segment with
         ``segment_reduce_fn=None``), never a number; so does a valid label
-        that eager calls refuse (NaN, or outside ``{0, 1}`` / ``{-1, 1}``). To get an error instead,
-        wrap the call with ``jax.experimental.checkify.checkify`` (default
-        ``errors=checkify.user_checks``): both cases then raise a
+        that eager calls refuse (NaN, or outside ``{0, 1}`` / ``{-1, 1}``).
+        To get an error instead, wrap the call with
+        ``jax.experimental.checkify.checkify`` (default
+        ``errors=checkify.user_checks``): these cases then raise a
         ``JaxRuntimeError`` on ``err.throw()``. ``+-inf`` scores rank as
         extreme values under ``jit``.
 

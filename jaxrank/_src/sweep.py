@@ -211,7 +211,8 @@ def _splitter_masks(cv, positive, where, groups):
         per_task.append(folds)
     F = {len(f) for f in per_task}
     if len(F) != 1:
-        raise ValueError(f"cv: the splitter gave different numbers of folds per task: {sorted(F)}.")
+        raise ValueError(
+            f"cv: the splitter gave different numbers of folds per task: {sorted(F)}.")
     return np.asarray(per_task, bool).reshape(T, F.pop(), n)
 
 
