@@ -215,7 +215,7 @@ def test_one_query_grouped_fit_equals_pooled_fit(page_blocks):
     X, y = page_blocks
     rng = np.random.default_rng(0)
     idx = np.r_[rng.choice(np.flatnonzero(y > 0), 20, replace=False),
-                rng.choice(np.flatnonzero(y < 0), 140, replace=False)]
+                rng.choice(np.flatnonzero(y <= 0), 140, replace=False)]
     rng.shuffle(idx)
     Xs, ys = X[idx], (y[idx] > 0).astype(int)
     pooled = fit_quiet(jaxrank.APSVM(C=100.0), Xs, ys)
@@ -261,7 +261,7 @@ def test_objective_matches_the_literal_1slack_cutting_plane(page_blocks, C):
     X, y = page_blocks
     rng = np.random.default_rng(1)
     idx = np.r_[rng.choice(np.flatnonzero(y > 0), 20, replace=False),
-                rng.choice(np.flatnonzero(y < 0), 100, replace=False)]
+                rng.choice(np.flatnonzero(y <= 0), 100, replace=False)]
     Xs, pos = X[idx][:, :5], y[idx] > 0
     q = rng.integers(0, 8, idx.size)
     _, primal, dual = reference.cutting_plane_ssvm(
