@@ -357,9 +357,11 @@ def cmd_predict(args):
     if args.output:
         _check_output(args.output, args.force)
     model = jaxrank.load(args.model_file)
-    X, _, groups = _read(args.data_file, model.n_features_in_)
+    with _Elapsed(f"reading {args.data_file}"):
+        X, _, groups = _read(args.data_file, model.n_features_in_)
     kw = _predict_inputs(model, args, groups)
-    scores = np.asarray(model.decision_function(X, **kw))
+    with _Elapsed(f"scoring {X.shape[0]} samples"):
+        scores = np.asarray(model.decision_function(X, **kw))
     if args.output:
         np.savetxt(args.output, scores, fmt="%.8g")
         print(f"wrote {len(scores)} scores to {args.output}")
@@ -396,9 +398,11 @@ def cmd_evaluate(args):
     import jaxrank
 
     model = jaxrank.load(args.model_file)
-    X, y, groups = _read(args.data_file, model.n_features_in_)
+    with _Elapsed(f"reading {args.data_file}"):
+        X, y, groups = _read(args.data_file, model.n_features_in_)
     kw = _predict_inputs(model, args, groups)
-    s = np.asarray(model.decision_function(X, **kw))
+    with _Elapsed(f"scoring {X.shape[0]} samples"):
+        s = np.asarray(model.decision_function(X, **kw))
     s = s if s.ndim == 1 else s[:, 0]
     if hasattr(model, "_per_group_labels") and getattr(model, "_groups_at_predict", False):
         y, groups = model._per_group_labels(y, groups), None  # one score per bag
@@ -558,7 +562,8 @@ def cmd_sweep(args):
     groups = None
     bags_model = getattr(cls, "_groups_param", None) == "bags"  # qid: = bag ids
     if args.task_column:
-        a = _read_matrix(args.train_file)
+        with _Elapsed(f"reading {args.train_file}", enabled=not args.quiet):
+            a = _read_matrix(args.train_file)
         cols = [c if c >= 0 else a.shape[1] + c for c in args.task_column]
         if any(c < 0 or c >= a.shape[1] for c in cols) or len(set(cols)) != len(cols):
             raise ValueError(f"--task-column: bad or repeated column in {args.task_column} "
@@ -567,7 +572,8 @@ def cmd_sweep(args):
         X, labels = a[:, feat], a[:, cols]
         Y, names = sweep_tasks(labels, task_columns=args.task_column, tasks=args.tasks)
     else:
-        X, y, groups = _read(args.train_file)
+        with _Elapsed(f"reading {args.train_file}", enabled=not args.quiet):
+            X, y, groups = _read(args.train_file)
         if groups is not None:
             Y, names = y, ["bags" if bags_model else "queries"]
         else:

@@ -565,8 +565,9 @@ class ProgramStore:
 
     **File format (nothing is unpickled).** One file per program,
     ``<key>.jaxexe``: a magic line, the length of a JSON header, the JSON
-    header (the input and output shapes and dtypes, the kept inputs and the
-    device, checked field by field when read) and the executable's raw bytes
+    header (the input and output shapes and dtypes, the kept inputs, the
+    device and the custom-call targets, checked field by field when read) and
+    the executable's raw bytes
     as XLA serialises them (``Client.serialize_executable``). The call's
     pytrees are never stored: the input structure is that of the call's own
     arguments and the output structure is the one the caller gives
@@ -738,13 +739,47 @@ class ProgramStore:
         infos = jax.tree_util.tree_leaves(compiled.args_info)
         if any(i.donated for i in infos) or u.all_args_info is None:
             return None
+        calls = self._custom_calls(compiled)
+        if calls is None:
+            return None
         return {
+            "custom_calls": calls,
             "name": str(u.name), "device": int(device.id),
             "memory_kind": kinds.pop() if kinds else None, "committed": bool(u.committed),
             "kept": sorted(int(i) for i in u.kept_var_idx),
             "all_in": self._avals_json(u.all_args_info.in_avals),
             "in": self._avals_json(u.input_avals), "out": self._avals_json(u.output_avals),
         }
+
+    # Custom-call targets a stored program may hold: jaxrank's native kernels
+    # (registered by native.load) and jaxlib's LAPACK kernels (set up by
+    # _prepare_runtime). Tracing a program sets up what its custom calls need;
+    # a stored program is not traced, so a program with any other target is
+    # not stored (it might need a set-up this store does not know of).
+    _CUSTOM_CALL_PREFIXES = ("jaxrank_", "lapack_")
+
+    @classmethod
+    def _custom_calls(cls, compiled):
+        """Sorted custom-call targets of ``compiled`` (``None``: one is not allowed)."""
+        import re
+
+        text = compiled.as_text() or ""
+        calls = sorted(set(re.findall(r'custom_call_target="([^"]+)"', text)))
+        if not all(c.startswith(cls._CUSTOM_CALL_PREFIXES) for c in calls):
+            return None
+        return calls
+
+    @staticmethod
+    def _prepare_runtime(calls):
+        """Set up what the custom calls ``calls`` of a stored program need to run."""
+        if any(c.startswith("jaxrank_") for c in calls):
+            native.load()
+        if any(c.startswith("lapack_") for c in calls):
+            # jaxlib fills its LAPACK function table when a LAPACK call is
+            # lowered; without it the kernels call through null pointers.
+            from jax._src.lib import lapack
+
+            lapack.prepare_lapack_call("getrf", np.float32)
 
     def _write(self, path, compiled, out_tree):
         import json
@@ -812,7 +847,10 @@ class ProgramStore:
             all_in = self._avals_from_json(h["all_in"])
             in_avals = self._avals_from_json(h["in"])
             out_avals = self._avals_from_json(h["out"])
-            kept = h["kept"]
+            kept, calls = h["kept"], h["custom_calls"]
+            if not (isinstance(calls, list) and all(isinstance(c, str) for c in calls)
+                    and all(c.startswith(self._CUSTOM_CALL_PREFIXES) for c in calls)):
+                return None
             if not (isinstance(kept, list) and all(type(i) is int for i in kept)
                     and [all_in[i] for i in kept] == in_avals and len(set(kept)) == len(kept)
                     and isinstance(h["committed"], bool) and isinstance(h["name"], str)
@@ -825,9 +863,9 @@ class ProgramStore:
             if out_tree.num_leaves != len(out_avals):
                 return None
             device = {d.id: d for d in jax.devices()}[h["device"]]
-            # A stored program may call jaxrank's native kernels (FFI targets):
-            # register them before XLA loads it (nothing is traced on a hit).
-            native.load()
+            # Register / set up the targets of its custom calls before XLA
+            # loads it (nothing is traced on a hit).
+            self._prepare_runtime(calls)
             backend = device.client
             devices = xla_client.DeviceList((device,))
             xla_exe = backend.deserialize_executable(blob, executable_devices=devices)
