@@ -64,3 +64,20 @@ def test_ap_loss_keeps_its_digits_near_a_perfect_ranking():
                                                        pos, neg)
     assert loss64 > 0
     assert abs(float(r.loss) - loss64) <= 1e-5 * loss64
+
+
+def test_latent_svm_default_weight_does_not_collapse_on_unbalanced_bags():
+    # 6 positive bags of 40 whose instances are shifted along feature 0: with
+    # J = 1 the negatives outweigh them and the fit ends at coef_ = 0 (every
+    # bag tied); the default J="balanced" weighs the classes equally.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5)).astype(np.float32)
+    bags = np.repeat(np.arange(40), 5)
+    y = (np.arange(40) < 6).astype(int)
+    X[bags < 6, 0] += 2
+    collapsed = jaxrank.LatentSVM(C=0.1, J=1.0).fit(X, y, bags=bags)
+    assert np.abs(collapsed.coef_).max() < 1e-4  # coef_ = 0 up to the solver tolerance
+    model = jaxrank.LatentSVM(C=0.1).fit(X, y, bags=bags)
+    assert model.J == "balanced"
+    assert model.coef_[0, 0] > 0.1
+    assert model.score(X, y, bags=bags) > 0.9

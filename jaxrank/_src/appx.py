@@ -447,7 +447,8 @@ class APSVMApprox(StructuredSVM):
     docstring).
 
     Args:
-        C: trade-off ``> 0`` of problem (10) (same scale as :class:`APSVM`).
+        C: trade-off ``> 0`` of problem (10) (same scale as :class:`APSVM`;
+            default 100, default grid ``1``-``10^4``).
         k: fraction of the easy set kept as constraints, in ``(0, 1]``
             (the paper's k = 25 %, 50 %, 75 % are ``0.25, 0.5, 0.75``).
         C_binary: trade-off ``> 0`` of the first-stage binary SVM
@@ -513,7 +514,7 @@ class APSVMApprox(StructuredSVM):
     _persist = ("w0_", "w0_intercept_", "C_binary_", "binary_n_iter_", "binary_converged_",
                 "n_easy_", "mu_", "constraint_violation_")
 
-    def __init__(self, C=1.0, *, k=0.5, C_binary=None, fit_intercept=True, inference="select",
+    def __init__(self, C=100.0, *, k=0.5, C_binary=None, fit_intercept=True, inference="select",
                  max_iter=1000, binary_max_iter=2000, tol=1e-4, verbose=False, devices=None,
                  pos_label=None):
         self.C = C

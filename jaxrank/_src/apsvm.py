@@ -128,7 +128,8 @@ class APSVM(StructuredSVM):
     ``100 * C`` here (and their ``w`` is ``100 w``, the same ranking).
 
     Args:
-        C: regularisation trade-off ``> 0`` of eq. (3).
+        C: regularisation trade-off ``> 0`` of eq. (3) (default 100; the
+            default grid ``_default_Cs`` spans ``1``-``10^4``).
         inference: ``"select"`` (Algorithm 3, default), ``"search"``
             (Algorithm 2) or ``"greedy"`` (Algorithm 1): all exact.
         min_relevance: with ``groups``, the smallest grade that counts as
@@ -187,7 +188,7 @@ class APSVM(StructuredSVM):
     # (``y >= min_relevance``) in ``jaxrank evaluate``.
     _persist = ("n_queries_", "n_dropped_queries_")
 
-    def __init__(self, C=1.0, *, inference="select", min_relevance=1, max_iter=1000,
+    def __init__(self, C=100.0, *, inference="select", min_relevance=1, max_iter=1000,
                  tol=1e-4, verbose=False, devices=None,
                  pos_label=None):
         self.C = C

@@ -261,7 +261,8 @@ class AUCSVM(StructuredSVM):
     call. Dense or scipy.sparse ``X`` (kept sparse).
 
     Args:
-        C: trade-off ``> 0``.
+        C: trade-off ``> 0`` (default 100; the default grid
+            ``_default_Cs`` spans ``1``-``10^4``).
         max_iter: maximum calls of the inference oracle.
         tol: relative duality gap at which the solver stops.
         verbose: print progress.
@@ -287,7 +288,7 @@ class AUCSVM(StructuredSVM):
     _parameter_constraints = {**StructuredSVM._parameter_constraints, **DEVICES_CONSTRAINT}
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 
-    def __init__(self, C=1.0, *, max_iter=2000, tol=1e-4, verbose=False, devices=None,
+    def __init__(self, C=100.0, *, max_iter=2000, tol=1e-4, verbose=False, devices=None,
                  pos_label=None):
         self.C = C
         self.max_iter = max_iter

@@ -465,6 +465,7 @@ def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
     """
     if batch_size is None:
         per_device = -(-int(n_fits) // max(int(n_devices), 1))
+        cache = solver.plane_cache_size(cache, dim)
         memory = _SLOT_CACHE_BYTES // (4 * (cache + 1) * max(int(dim), 1))
         width = DEFAULT_BATCH_SIZE
         if jax.default_backend() == "cpu":
@@ -1174,12 +1175,19 @@ def warn_tied_scores(est, S, where, R=None, C=None, *, stacklevel=4):
 def warn_unconverged(est, res, where=""):
     """Emit ``ConvergenceWarning`` for fits of ``res`` that stopped unconverged.
 
-    The message gives the worst relative duality gap and advice. If ``est``
-    records ``_fit_scale = (R, C)`` (the largest row norm of ``X`` and
-    ``C``, set by :meth:`StructuredSVM.fit`), it also gives ``C R^2``: the
-    solver needs about ``C R^2 / tol`` iterations in the worst case, whatever
-    the units of ``X``; values above ``1e6`` are flagged (close to a
-    hard-margin SVM). A non-finite objective (float32 overflow) says so.
+    The message says what was measured (the worst relative duality gap, the
+    iterations, ``C * max_i ||x_i||^2`` when ``est`` records ``_fit_scale =
+    (R, C)``, set by :meth:`StructuredSVM.fit`) and the one change most
+    likely to help, chosen from those measurements:
+
+    * a non-finite objective (float32 overflow): rescale ``X``;
+    * ``C R^2`` above ``1e6`` (close to a hard-margin SVM, whose iterations
+      grow with ``C R^2`` whatever the units of ``X``): a smaller ``C``;
+    * ``C R^2`` below ``1e-6`` (the weights are nearly 0): a larger ``C`` or
+      standardised ``X``;
+    * a gap within 10x of ``tol``: ``max_iter`` doubled;
+    * otherwise (a gap far from ``tol`` at moderate ``C R^2``, the sign of
+      badly scaled features): standardised features, or ``max_iter`` raised.
     """
     conv = np.atleast_1d(np.asarray(res.converged))
     if conv.all():
@@ -1191,17 +1199,31 @@ def warn_unconverged(est, res, where=""):
     bad = np.flatnonzero(~conv)
     finite = np.isfinite(gap[bad])
     worst = bad[np.argmax(np.where(finite, gap[bad], np.inf))]
+    steps = np.atleast_1d(np.asarray(getattr(res, "num_steps", est.max_iter)))
+    n_steps = int(steps[worst]) if steps.size > worst else int(steps[0])
     scale = getattr(est, "_fit_scale", None)
-    hint = "" if scale is None else _scale_hint(*scale)
+    kappa = None if scale is None else float(scale[1]) * float(scale[0]) ** 2
+    measured = (f"worst relative duality gap {gap[worst]:.2e} after {n_steps} iterations "
+                f"(tol={est.tol:g}, max_iter={est.max_iter}")
+    measured += ")" if kappa is None else f", C * max_i ||x_i||^2 = {kappa:.2g})"
     if not np.isfinite(gap[worst]):
-        hint += (" The objective is not finite: a float32 overflow (features or C too large); "
-                 "rescale X.")
+        advice = ("The objective is not finite (a float32 overflow): rescale X, e.g. with "
+                  "sklearn.preprocessing.StandardScaler.")
+    elif kappa is not None and kappa > _HARD_MARGIN:
+        advice = ("C * max_i ||x_i||^2 is large (close to a hard-margin SVM, slow whatever "
+                  "the units of X): use a smaller C.")
+    elif kappa is not None and kappa < 1 / _HARD_MARGIN:
+        advice = ("C * max_i ||x_i||^2 is tiny (the weights are nearly 0): use a larger C or "
+                  "standardise X.")
+    elif gap[worst] <= 10 * est.tol:
+        advice = f"The gap is close to tol: max_iter={2 * int(est.max_iter)} should reach it."
+    else:
+        advice = ("Standardise the features (e.g. sklearn.preprocessing.StandardScaler) if "
+                  f"their scales differ; else raise max_iter (now {est.max_iter}).")
     warnings.warn(
-        f"{type(est).__name__}{where}: {bad.size} of {conv.size} fit(s) stopped at max_iter="
-        f"{est.max_iter} before the relative duality gap reached tol={est.tol:g} (worst gap "
-        f"{gap[worst]:.2e}); the objective may be up to that fraction above the optimum."
-        f"{hint} Standardise the features (e.g. sklearn.preprocessing.StandardScaler) if "
-        "their scales differ a lot, or increase max_iter.",
+        f"{type(est).__name__}{where}: {bad.size} of {conv.size} fit(s) stopped at max_iter "
+        f"before the relative duality gap reached tol: {measured}; the objective may be up "
+        f"to that fraction above the optimum. {advice}",
         ConvergenceWarning,
         stacklevel=3,
     )

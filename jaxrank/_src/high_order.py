@@ -724,11 +724,8 @@ class HOBSVM(_HighOrderSVM):
         C: trade-off ``> 0``. The joint feature vector sums over samples, so the
             useful ``C`` is small: with ``eta = 0`` and ``J = |N|/|P|`` this is a
             binary SVM on unit-scale rows with ``C_svm ~ 4 C |P|^2 / |N|``
-            (module docstring). Cross-validation picked ``1e-5``-``1e-3`` on
-            Cora and 20 Newsgroups threads (``bench/results/high_order.md``).
-            The 1-slack solver's iterations grow with ``C`` (its planes sum over
-            the misclassified samples): about 1000 reach a relative gap of
-            ``1e-3`` at ``C = 0.001`` on Cora, against ~20 % at ``C = 0.03``.
+            (module docstring). Default ``1e-3``; the default grid
+            ``_default_Cs`` spans ``1e-5``-``1e-2``.
         eta: weight ``>= 0`` of the pairwise part (5); ``0`` ignores the edges.
         J: weight of a missed positive relative to a false positive in (7);
             ``None`` (default): ``|N| / |P|`` of each task.
@@ -783,7 +780,7 @@ class HOBSVM(_HighOrderSVM):
     # was chosen on 4 of 12 tasks, 1e-2 on none.
     _default_Cs = (1e-5, 1e-4, 1e-3, 1e-2)
 
-    def __init__(self, C=1.0, *, eta=1.0, J=None, fit_intercept=True, max_enum=12,
+    def __init__(self, C=1e-3, *, eta=1.0, J=None, fit_intercept=True, max_enum=12,
                  graph_method="auto", max_iter=1000, tol=1e-4, verbose=False, devices=None,
                  pos_label=None):
         self.C = C

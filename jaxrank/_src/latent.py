@@ -829,6 +829,13 @@ class LatentEstimator(StructuredSVM):
         """Per-bag labels (sorted bag-id order) from per-line labels (CLI evaluate)."""
         return per_bag_labels(y, groups)
 
+    def _positive_weight(self, n_pos, n_neg):
+        """``[M]`` weight ``J`` of the positive bags' hinges (1 without a ``J``)."""
+        J = getattr(self, "J", 1.0)
+        if isinstance(J, str):  # "balanced": the paper's unit (|P| + |N|) / |P|
+            return (n_pos + n_neg) / np.maximum(n_pos, 1)
+        return np.full(n_pos.shape, float(J))
+
     def _problems(self, data, positive, where, groups):
         positive = np.asarray(positive, bool)
         where = np.asarray(where, bool)
@@ -846,7 +853,8 @@ class LatentEstimator(StructuredSVM):
         problems = LatentProblem(
             positive=jnp.asarray(positive), where=jnp.asarray(where), cand=cand,
             chosen=jnp.zeros((M, B), jnp.int32), ignore=jnp.zeros((M, B, T), bool),
-            J=f32(float(getattr(self, "J", 1.0))), c=f32(float(getattr(self, "c", 0.0))))
+            J=jnp.asarray(self._positive_weight(n_pos, n_neg), jnp.float32),
+            c=f32(float(getattr(self, "c", 0.0))))
         # kp bounds the positive bags of every fit by the positive bags of the
         # data (not of ``where``), so CV folds and refits share one compiled model.
         return problems, {"max_pos": int(max(positive.sum(axis=1).max(), 1))}
@@ -1192,7 +1200,7 @@ class _APLatentEstimator(LatentEstimator):
     }
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 
-    def __init__(self, C=1.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
+    def __init__(self, C=100.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
                  init="centroid", random_state=None, max_iter=1000, verbose=False,
                  devices=None, pos_label=None):
         self.C = C
@@ -1250,7 +1258,8 @@ class LatentAPSVM(_APLatentEstimator):
     bag id and the bag label on every line of the bag.
 
     Args:
-        C: trade-off ``> 0`` of problem (8).
+        C: trade-off ``> 0`` of problem (8) (default 100, default grid
+            ``1``-``10^4``, the :class:`APSVM` scale).
         inference: AP inference method (``"select"``, ``"search"``,
             ``"greedy"``; all exact).{_COMMON_ARGS}
 
@@ -1347,7 +1356,10 @@ class LatentSVM(LatentEstimator):
 
     Args:
         C: trade-off ``> 0``.
-        J: weight ``> 0`` of the positive bags' hinges.
+        J: weight ``> 0`` of the positive bags' hinges, or ``"balanced"``
+            (default): ``(|P| + |N|) / |P|`` of each fit's bags, the unit of
+            the paper's grid (it keeps the positives from being outweighed
+            on unbalanced data, where ``J = 1`` can end at ``coef_ = 0``).
         c: robustness fraction in ``[0, 1)``.
         fit_intercept: learn ``b`` (a regularised constant feature).{_COMMON_ARGS}
 
@@ -1366,14 +1378,14 @@ class LatentSVM(LatentEstimator):
 
     _parameter_constraints = {
         **LatentEstimator._parameter_constraints,
-        "J": [Interval(Real, 0, None, closed="neither")],
+        "J": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"})],
         "c": [Interval(Real, 0, 1, closed="left")],
         "fit_intercept": ["boolean"],
     }
     _default_Cs = (0.001, 0.01, 0.1, 1.0, 10.0)
     _learns_intercept = True
 
-    def __init__(self, C=1.0, *, J=1.0, c=0.0, fit_intercept=True, max_outer_iter=30,
+    def __init__(self, C=1.0, *, J="balanced", c=0.0, fit_intercept=True, max_outer_iter=30,
                  tol=1e-4, n_init=3, init="centroid", random_state=None, max_iter=5000,
                  verbose=False, devices=None,
                  pos_label=None):
@@ -1395,7 +1407,8 @@ class LatentSVM(LatentEstimator):
         super()._check_params()
         from jaxrank._src.base import check_positive_float32
 
-        check_positive_float32(self.J, "J")
+        if not isinstance(self.J, str):
+            check_positive_float32(self.J, "J")
 
     def _features(self):
         if self.fit_intercept:
