@@ -123,9 +123,12 @@ class APSVM(StructuredSVM):
     (``n_queries_`` / ``n_dropped_queries_``; printed with ``verbose``).
     ``score(X, y, groups=qid)`` is the MAP.
 
-    Relation to SVM-perf / SVM-map's ``-c``: those programs measure the loss in
-    percent (``100 Delta``); with the same ``Psi`` their ``-c`` equals
-    ``100 * C`` here (and their ``w`` is ``100 w``, the same ranking).
+    Relation to SVM-perf's ``-c``: SVM-perf measures the loss in percent
+    (``100 Delta``) and its AP joint feature vector (``-l 11``) is not
+    normalised by ``1/(|P||N|)``, so its ``-c`` equals ``100 C / (|P||N|)^2``
+    here and its ``w`` is ``100 / (|P||N|)`` times this ``w`` (the same
+    ranking); ``bench/convergence.py --svmperf`` checks the conversion
+    against SVM-perf's own solution.
 
     Args:
         C: regularisation trade-off ``> 0`` of eq. (3) (default 100; the
