@@ -97,6 +97,9 @@ def test_sweep_argument_errors_say_what_is_expected():
         jaxrank.sweep(X, y, model="hob-svm", **kw)
     with pytest.raises(ValueError, match="bags= applies to the latent"):
         jaxrank.sweep(X, y, model="apsvm", bags=np.arange(len(y)) // 2, **kw)
+    with pytest.raises(ValueError, match="got both bags= and groups="):
+        ids = np.arange(len(y)) // 2
+        jaxrank.sweep(X, y[::2], model="latent-svm", bags=ids, groups=ids, **kw)
 
 
 def test_sweep_takes_a_splitter_as_cv():

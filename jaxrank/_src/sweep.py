@@ -374,9 +374,10 @@ def sweep(
         groups: optional ``[n]`` query ids (estimators with query grouping:
             validation MAP over queries).
         bags: ``[n]`` bag ids (any hashable values), required by the latent
-            (multiple-instance) models and refused by the others; ``Y`` then
-            holds one label per bag (sorted bag-id order) or per row, and the
-            validation score is the AP over bags.
+            (multiple-instance) models (``groups=`` is taken as the bag ids
+            there too) and refused by the others; ``Y`` then holds one label
+            per bag (sorted bag-id order) or per row, and the validation score
+            is the AP over bags.
         where: optional ``[n]`` or ``[T, n]`` bool: the samples of each task
             (default all). Samples outside it take part in no fit and no
             validation (e.g. several datasets stacked as tasks).
@@ -530,9 +531,11 @@ def _group_ids(est, groups, bags):
     """The ids ``est._prepare`` takes: query ids (``groups``) or bag ids (``bags``)."""
     name = type(est).__name__
     if getattr(est, "_groups_param", None) == "bags":
-        if groups is not None:
-            raise ValueError(
-                f"{name} takes bags= (the bag id of each row of X), not groups= (query ids).")
+        if groups is not None and bags is not None:
+            raise ValueError(f"{name} takes bags= (the bag id of each row of X); got both "
+                             "bags= and groups=.")
+        if bags is None:
+            bags = groups  # the earlier spelling (the CLI's qid: column is the bag id)
         if bags is None:
             raise ValueError(
                 f"sweep(model={name_of(est) or name!r}) needs bags=[n] (the bag id of each "
