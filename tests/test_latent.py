@@ -445,23 +445,19 @@ def _digit_bags(target, n_bags=100, T=10, seed=1):
     return X[np.concatenate(index)], y, np.repeat(np.arange(n_bags), T)
 
 
-def test_centroid_init_escapes_the_w0_stall_of_random_starts():
-    # 10-digit bags, no instance labels, large C: from a random imputation the
-    # first convex step stops at its best iterate w = 0 (all bags tie, CCCP
-    # stops, the fit does not rank). The default init="centroid" imputes at
-    # the bag-mean class centroids instead and trains a ranker.
+def test_centroid_init_reaches_a_lower_objective_than_a_random_start():
+    # 10-digit bags, no instance labels, large C: CCCP from a random
+    # imputation ends in a worse local optimum than from the default
+    # init="centroid" (the bag-mean class centroids), which ranks perfectly.
     X, y, bags = _digit_bags(8)
     kw = dict(C=100.0, inference="greedy", n_init=1, max_outer_iter=10, tol=1e-3,
               max_iter=1000, random_state=0)
-    with pytest.warns(UserWarning):  # ConvergenceWarning and the tied-scores warning
-        bad = jaxrank.LatentAPSVM(init="random", **kw).fit(X, y, bags=bags)
-    assert np.all(bad.coef_ == 0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        good = jaxrank.LatentAPSVM(**kw).fit(X, y, bags=bags)
+    bad = jaxrank.LatentAPSVM(init="random", **kw).fit(X, y, bags=bags)
+    good = jaxrank.LatentAPSVM(**kw).fit(X, y, bags=bags)
     assert good.get_params()["init"] == "centroid"
+    assert bad.converged_ and good.converged_
     assert np.linalg.norm(good.coef_) > 0.1
-    assert good.objective_ < bad.objective_
+    assert good.objective_ < 0.9 * bad.objective_
     assert average_precision_score(y, good.decision_function(X, bags=bags)) > 0.95
 
 
@@ -633,9 +629,10 @@ def test_musk1_latent_apsvm_beats_chance():
     tr = np.isin(bags, ids[train])
     m = jaxrank.LatentAPSVM(C=10.0, inference="greedy", n_init=1, random_state=0,
                             max_outer_iter=4, tol=1e-3, max_iter=300)
-    with pytest.warns(ConvergenceWarning):  # 300 iterations per step: a smoke test
+    with warnings.catch_warnings():  # 300 iterations per step: a smoke test
+        warnings.simplefilter("ignore", ConvergenceWarning)
         m.fit(X[tr], yb[train], bags=bags[tr])
-    # Unconverged steps (max_iter=300) and still no increase: warm starts.
+    # Steps capped at max_iter=300 and still no increase: warm starts.
     assert np.all(np.diff(m.cccp_objectives_) <= 1e-5 * m.cccp_objectives_[:-1])
     ap = m.score(X[~tr], yb[~train], bags=bags[~tr])
     assert ap > yb[~train].mean() + 0.15, ap
