@@ -81,7 +81,7 @@ def test_demo_prints_the_multi_dataset_table(capsys):
 
 def test_multi_task_model_round_trip(tmp_path, page_blocks):
     X, y = page_blocks[0][:300], page_blocks[1][:300]
-    Y = np.stack([y, -y], axis=1)
+    Y = np.stack([y > 0, y <= 0], axis=1).astype(int)  # two tasks on the same labels {0, 1}
     m = jaxrank.APSVM(C=1.0).fit(X, Y)
     jaxrank.save(m, tmp_path / "m.npz")
     back = jaxrank.load(tmp_path / "m.npz")
