@@ -137,7 +137,10 @@ def test_select_head_rows_same_for_every_capacity(n, n_pos, ties, x64):
     for kp, r in out.items():
         np.testing.assert_array_equal(r.aux, ref.aux, err_msg=f"kp={kp}")
         np.testing.assert_array_equal(r.coef, ref.coef, err_msg=f"kp={kp}")
-        assert float(r.loss) == float(ref.loss)
+        # The loss is a sum over the kp-wide positive buffer: its reduction
+        # order follows kp, so it may differ in the last bits only.
+        np.testing.assert_allclose(float(r.loss), float(ref.loss),
+                                   rtol=8 * np.finfo(np.float64).eps, atol=0, err_msg=f"kp={kp}")
 
 
 def test_negatives_ranked_before_the_last_positive_can_be_active(x64):
