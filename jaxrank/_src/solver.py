@@ -279,6 +279,26 @@ def _fw_gap(beta, viol):
     return jnp.max(viol) - jnp.dot(beta, viol)
 
 
+@jax.custom_batching.custom_vmap
+def _solve(A, b):
+    """``jnp.linalg.solve(A, b)`` (``A [k, k]``, ``b [k]``) whose batched form is a loop.
+
+    Under ``vmap`` the solves run one after the other (``lax.map``) instead
+    of as one batched LAPACK call: a batched LAPACK call inside a
+    ``lax.while_loop`` deadlocks XLA's CPU thread pool (jaxlib 0.10), which
+    would hang :func:`fit_many` and ``sweep``.
+    """
+    return jnp.linalg.solve(A, b)
+
+
+@_solve.def_vmap
+def _solve_vmap(axis_size, in_batched, A, b):
+    A_b, b_b = in_batched
+    A = A if A_b else jnp.broadcast_to(A, (axis_size,) + A.shape)
+    b = b if b_b else jnp.broadcast_to(b, (axis_size,) + b.shape)
+    return lax.map(lambda ab: jnp.linalg.solve(*ab), (A, b)), True
+
+
 def _newton_direction(beta, viol, gram):
     """Active-set Newton direction of the cached-plane QP on the support of ``beta``.
 
@@ -287,7 +307,7 @@ def _newton_direction(beta, viol, gram):
     beta``). On the support ``S = {beta > 0}`` the Newton point ``x``
     maximises the quadratic on the affine hull ``sum(x_S) = 1`` (the KKT
     system of size ``|S| + 1``, with a small ridge where ``G_SS`` is
-    singular).
+    singular; :func:`_solve`).
 
     Args:
         beta: ``[k]`` point of the simplex.
@@ -310,7 +330,7 @@ def _newton_direction(beta, viol, gram):
     # Newton point of the local model viol.(x - beta) - 1/2 (x - beta)^T G (x - beta)
     # on sum(x_S) = 1, i.e. G_SS x_S + mu 1 = (viol + G beta)_S.
     rhs = jnp.concatenate([jnp.where(on, viol + gram @ beta, 0), jnp.ones((1,), gram.dtype)])
-    x = jnp.linalg.solve(kkt, rhs)[:k]
+    x = _solve(kkt, rhs)[:k]
     d = jnp.where(on, x - beta, 0)
     d = d - ones * (jnp.sum(d) / jnp.maximum(jnp.sum(ones), 1))  # stay on sum(beta) = 1
     d = jnp.where(jnp.isfinite(d), d, 0)
