@@ -213,7 +213,7 @@ def test_hoap_apsvm_init_starts_at_apsvm_objective(data):
 @pytest.fixture(scope="module")
 def hoap(data):
     X, y, e = data
-    return jaxrank.HOAPSVM(C=5.0, eta=0.5, cccp_max_iter=3, cccp_tol=0.0, max_iter=30,
+    return jaxrank.HOAPSVM(C=5.0, eta=0.5, cccp_max_iter=3, cccp_tol=0.0, max_iter=10,
                            tol=1e-4).fit(X, y, edges=e)
 
 
@@ -221,7 +221,7 @@ def test_cccp_objective_is_non_increasing(hoap):
     h = hoap
     F, gaps = h.cccp_objectives_, h.cccp_gaps_
     assert len(F) == h.n_cccp_iter_ + 1 >= 3
-    assert np.any(gaps > 1e-4 * F[1:])  # some step stopped unconverged (max_iter=30) ...
+    assert np.any(gaps > 1e-4 * F[1:])  # some step stopped unconverged (max_iter=10) ...
     for t in range(len(F) - 1):  # ... and still no increase: warm-started at W_t
         assert F[t + 1] <= F[t] + 1e-5 * F[t]
     assert F[-1] < F[0]  # CCCP moved from the HOB-SVM initialisation
@@ -353,7 +353,7 @@ def test_save_load_and_command_line(data, hoap, tmp_path, capsys):
     np.savez(tmp_path / "train.npz", X=X, y=y)
     assert main(["train", str(tmp_path / "train.npz"), str(tmp_path / "hoap.npz"), "--model",
                  "hoap-svm", "--edges", str(tmp_path / "edges.txt"), "-c", "5", "--param",
-                 "eta=0.5", "--param", "cccp_max_iter=1", "--max-iter", "30", "--quiet"]) == 0
+                 "eta=0.5", "--param", "cccp_max_iter=1", "--max-iter", "10", "--quiet"]) == 0
     hoap_cli = jaxrank.load(tmp_path / "hoap.npz")
     assert isinstance(hoap_cli, jaxrank.HOAPSVM) and hoap_cli.n_cccp_iter_ == 1
     np.testing.assert_allclose(hoap_cli.cccp_objectives_, h.cccp_objectives_[:2], rtol=1e-4)
