@@ -211,7 +211,11 @@ def _pairwise_step(beta, ell, v, gram, levels):
 
 # The oracle is called at ``theta w_best + (1 - theta) w`` (``w`` the dual
 # iterate): the stabilised ("in-out") query point of cutting-plane methods.
-_QUERY_SMOOTHING = 0.8
+# ``theta`` is _QUERY_SMOOTHING_NEAR after a query that found no better point
+# (a null step: the next query moves closer to the best iterate) and
+# _QUERY_SMOOTHING after one that did.
+_QUERY_SMOOTHING = 0.5
+_QUERY_SMOOTHING_NEAR = 0.8
 
 # A query whose iteration raised the dual by less than this fraction of the
 # gap counts as mispriced: the next one is at the dual iterate.
@@ -792,11 +796,13 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         nu = nu_new
     dual_now = ell + jnp.sum(alpha) - 0.5 * jnp.dot(w, w)
     dual = jnp.maximum(s.best_dual, dual_now)
-    # Smoothed queries while they pay; a query whose plane closed less than a
-    # small fraction of the gap (a "mispriced" query point) is followed by
-    # one at the dual iterate itself (Kelley's point), which always cuts.
+    # Smoothed queries while they pay, closer to the best iterate after a
+    # null step; a query whose plane closed less than a small fraction of the
+    # gap (a "mispriced" query point) is followed by one at the dual iterate
+    # itself (Kelley's point), which always cuts.
+    smoothing = jnp.where(better, _QUERY_SMOOTHING, _QUERY_SMOOTHING_NEAR)
     theta = jnp.where(dual_now - s.best_dual > _MISPRICED * (best_obj - s.best_dual),
-                      _QUERY_SMOOTHING, 0).astype(dtype)
+                      smoothing, 0).astype(dtype)
     return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done,
                        alpha, w_other, nu, active, pg_tol, born if has_oracle else s.born,
                        theta if has_oracle else s.theta)
