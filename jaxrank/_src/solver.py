@@ -46,10 +46,12 @@ stays a lower bound. The plane steps of such a model take ``nu`` at its
 maximiser all along their segment: with ``z = w + nu`` the dual is ``ell +
 sum_i alpha_i - 1/2 ||Pi(z)||^2`` (``Pi`` clamps ``z[J]`` to ``<= 0``), a
 concave function whose exact line search is a root of a piecewise-linear
-derivative, found by bisection (``_projected_line_search``); the
-cached-plane steps then cost O(cache * dim) instead of O(cache), so they are
-taken while ``(cache + 1) * inner_steps * dim <= 2**25`` (above it, ``nu``
-is held fixed during a step and re-set after it). A step
+derivative, found by bisection (``_projected_line_search``). Each round on
+the cached planes is then a projected pairwise step, O(cache * dim) instead of
+O(cache), and an active-set Newton step on the piece of the dual where the
+clamped set is fixed (``_newton_step_projected``, O(cache^2 * dim)); these
+rounds are taken while ``(cache + 1) * inner_steps * dim <= 2**25`` (above
+it, ``nu`` is held fixed during a step and re-set after it). A step
 judged with ``nu`` held fixed is too short whenever it pushes ``w[J]`` above
 0 (HOAP-SVM on Cora, C = 5, eta = 1: relative gap of the last CCCP step
 3.6e-4 after 3,000 iterations with ``nu`` fixed, converged (1e-4) with it
@@ -125,6 +127,12 @@ class SolverState(NamedTuple):
             10x whenever a call met it before the duality gap met ``tol``
             (not below 1e-6 for models with an oracle, whose hinge block is
             also restarted from all coordinates active at every call).
+        born: ``[cache + 1]`` int32 iteration at which each cached plane was
+            stored (``-1``: empty; a new plane takes the oldest slot of
+            weight 0).
+        theta: ``[]`` weight of ``best_w`` in the next query point
+            ``theta best_w + (1 - theta) w`` (0 after a mispriced query;
+            larger after a query that found no better point).
     """
 
     w: jax.Array
@@ -375,15 +383,18 @@ def _solve_cached_projected(beta, corners, levels, gram, z_other, on, max_steps,
 
     The dual with the multipliers of the constraints maximised out is
     ``beta . levels - 1/2 ||Pi(z)||^2``, ``z = beta @ corners + z_other``
-    (``Pi`` clamps ``z[J]`` to ``<= 0``): piecewise quadratic, so the rounds
-    are projected pairwise steps (:func:`_pairwise_step_projected`, exact
-    line search), O(cache * dim) each, until the Frank-Wolfe gap is ``<=
-    eps`` or ``max_steps`` rounds.
+    (``Pi`` clamps ``z[J]`` to ``<= 0``): piecewise quadratic. Each round is
+    a projected pairwise step (:func:`_pairwise_step_projected`, exact line
+    search; it brings the most violated plane into the support) and a Newton
+    step on the current piece (:func:`_newton_step_projected`), O(cache^2 *
+    dim) per round, until the Frank-Wolfe gap is ``<= eps`` or ``max_steps``
+    rounds.
 
     Args:
         beta: ``[k]`` convex weights of the cached planes.
         corners: ``[k, dim]`` the planes.
         levels: ``[k]`` their offsets.
+        gram: ``[k, k]`` their Gram matrix.
         z_other: ``[dim]`` the fixed part of ``z`` (``w_other + nu``).
         on: ``[dim]`` bool, the sign-constrained entries.
         max_steps: static bound on the rounds.
@@ -453,8 +464,8 @@ def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
 _LINE_SEARCH_BISECTIONS = 32
 
 # Largest (cache + 1) * inner_steps * dim for which the plane steps of a
-# sign-constrained model take the projected dual (their cost is O(cache * dim)
-# per cached-plane step instead of O(cache)). Above it (e.g. sparse tf-idf
+# sign-constrained model take the projected dual (the pairwise part of a round
+# costs O(cache * dim) instead of O(cache); its Newton part O(cache^2 * dim)). Above it (e.g. sparse tf-idf
 # features) the cheaper steps with ``nu`` held fixed are taken: HOB-SVM with
 # 20,000 sparse features and 128 / 128 planes took 180 ms per iteration with
 # projected steps against 5 ms without.
