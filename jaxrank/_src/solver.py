@@ -291,27 +291,127 @@ def _fw_gap(beta, viol):
     return jnp.max(viol) - jnp.dot(beta, viol)
 
 
-@jax.custom_batching.custom_vmap
-def _solve(A, b):
-    """``jnp.linalg.solve(A, b)`` (``A [k, k]``, ``b [k]``) whose batched form is a loop.
+# Sizes at which the Newton systems are solved: the KKT system is gathered
+# onto the support of ``beta`` and solved at the smallest of these sizes that
+# holds it (else at the cache's size). A dense LU costs O(size^3), and the
+# support is usually far smaller than the cache.
+_SUPPORT_SIZES = (8, 16, 32, 64)
 
-    Under ``vmap`` the solves run one after the other (``lax.map``) instead
-    of as one batched LAPACK call: a batched LAPACK call inside a
-    ``lax.while_loop`` deadlocks XLA's CPU thread pool (jaxlib 0.10), which
-    would hang :func:`fit_many` and ``sweep``.
+
+def _support_system(gram, rhs, on, ridge, m):
+    """The KKT system of the support gathered at size ``m``: ``(kkt, b, idx, sel)``."""
+    k = gram.shape[0]
+    dtype = gram.dtype
+    n_on = jnp.sum(on.astype(jnp.int32))
+    pos = jnp.cumsum(on.astype(jnp.int32)) - 1
+    idx = jnp.zeros((m,), jnp.int32).at[jnp.where(on, pos, m)].set(
+        jnp.arange(k, dtype=jnp.int32), mode="drop")
+    sel = jnp.arange(m) < n_on
+    A = jnp.where(sel[:, None] & sel[None, :], gram[idx[:, None], idx[None, :]], 0)
+    A = A + jnp.diag(jnp.where(sel, ridge, 1).astype(dtype))
+    ones = sel.astype(dtype)
+    kkt = jnp.block([[A, ones[:, None]], [ones[None, :], jnp.zeros((1, 1), dtype)]])
+    b = jnp.concatenate([jnp.where(sel, rhs[idx], 0), jnp.ones((1,), dtype)])
+    return kkt, b, idx, sel
+
+
+def _scatter_support(xs, idx, sel, k):
+    return jnp.zeros((k,), xs.dtype).at[jnp.where(sel, idx, k)].set(xs[:idx.shape[0]],
+                                                                    mode="drop")
+
+
+def _support_sizes(k):
+    return [m for m in _SUPPORT_SIZES if m < k] + [k]
+
+
+def _size_branch(n_on, sizes):
+    return jnp.sum(n_on > jnp.asarray(sizes[:-1], jnp.int32)) if len(sizes) > 1 else 0
+
+
+def _sequential_under_vmap(fn):
+    """``fn`` whose batched form solves the batch's elements one after the other.
+
+    Under ``vmap`` the wrapped function runs as ``lax.map`` of ``fn`` over the
+    batch instead of as one batched program. For the inner QP solves over
+    the cached planes this matters twice: each fit of a batch then takes its
+    own number of rounds (a batched ``lax.while_loop`` runs every fit for as
+    many rounds as the slowest one needs), and its Newton systems are
+    unbatched LAPACK calls (a batched LAPACK call inside a
+    ``lax.while_loop`` deadlocks XLA's CPU thread pool in jaxlib 0.10, which
+    would hang :func:`fit_many` and ``sweep``).
+
+    Args:
+        fn: a function of arrays only (bind static arguments first).
+
+    Returns:
+        The wrapped function (same signature and results).
     """
-    return jnp.linalg.solve(A, b)
+    wrapped = jax.custom_batching.custom_vmap(fn)
+
+    @wrapped.def_vmap
+    def rule(axis_size, in_batched, *args):
+        args = tuple(a if batched else jnp.broadcast_to(a, (axis_size,) + jnp.shape(a))
+                     for a, batched in zip(args, in_batched))
+        if axis_size == 1:
+            out = jax.tree_util.tree_map(lambda o: o[None], wrapped(*[a[0] for a in args]))
+        else:
+            out = lax.map(lambda xs: wrapped(*xs), args)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return wrapped
 
 
-@_solve.def_vmap
-def _solve_vmap(axis_size, in_batched, A, b):
-    A_b, b_b = in_batched
-    A = A if A_b else jnp.broadcast_to(A, (axis_size,) + A.shape)
-    b = b if b_b else jnp.broadcast_to(b, (axis_size,) + b.shape)
-    return lax.map(lambda ab: jnp.linalg.solve(*ab), (A, b)), True
+@_sequential_under_vmap
+def _support_kkt_solve(gram, rhs, on, ridge):
+    """Newton point of the simplex-constrained QP on a support set.
+
+    Solves the KKT system ``(G_SS + ridge I) x_S + mu 1 = rhs_S``, ``sum(x_S)
+    = 1`` of the support ``S = on`` (size ``|S| + 1``), gathered onto ``S``
+    and solved at the smallest of ``_SUPPORT_SIZES`` (else the cache's size)
+    that holds it: a dense LU costs O(size^3). Sequential under ``vmap``
+    (:func:`_sequential_under_vmap`).
+
+    Args:
+        gram: ``[k, k]`` Gram matrix ``G``.
+        rhs: ``[k]`` right-hand side.
+        on: ``[k]`` bool, the support ``S``.
+        ridge: ``[]`` ridge ``> 0`` on the diagonal of ``G_SS``.
+
+    Returns:
+        ``[k]`` ``x``, zero off ``S`` (non-finite where the system is singular,
+        e.g. an empty ``S``).
+    """
+    k = gram.shape[0]
+    sizes = _support_sizes(k)
+
+    def at_size(m):
+        def solve(_):
+            kkt, b, idx, sel = _support_system(gram, rhs, on, ridge, m)
+            return _scatter_support(jnp.linalg.solve(kkt, b), idx, sel, k)
+        return solve
+
+    branch = _size_branch(jnp.sum(on.astype(jnp.int32)), sizes)
+    return lax.switch(branch, [at_size(m) for m in sizes], None)
 
 
-def _newton_direction(beta, viol, gram):
+@_sequential_under_vmap
+def _full_kkt_solve(gram, rhs, on, ridge):
+    """:func:`_support_kkt_solve` at the cache's size (identity rows off ``S``).
+
+    The projected Newton steps (:func:`_newton_step_projected`) use it: the
+    piecewise dual of a sign-constrained model was measured to take its
+    fewest and steadiest iteration counts with this form of the solve (the
+    rounding of the float32 solve steers which piece the steps follow).
+    """
+    k = gram.shape[0]
+    A = jnp.where(on[:, None] & on[None, :], gram, 0) + jnp.diag(jnp.where(on, ridge, 1))
+    ones = on.astype(gram.dtype)
+    kkt = jnp.block([[A, ones[:, None]], [ones[None, :], jnp.zeros((1, 1), gram.dtype)]])
+    b = jnp.concatenate([jnp.where(on, rhs, 0), jnp.ones((1,), gram.dtype)])
+    return jnp.linalg.solve(kkt, b)[:k]
+
+
+def _newton_direction(beta, viol, gram, solve=_support_kkt_solve):
     """Active-set Newton direction of the cached-plane QP on the support of ``beta``.
 
     The dual restricted to the cached planes is the simplex-constrained QP
@@ -319,12 +419,14 @@ def _newton_direction(beta, viol, gram):
     beta``). On the support ``S = {beta > 0}`` the Newton point ``x``
     maximises the quadratic on the affine hull ``sum(x_S) = 1`` (the KKT
     system of size ``|S| + 1``, with a small ridge where ``G_SS`` is
-    singular; :func:`_solve`).
+    singular; :func:`_support_kkt_solve`).
 
     Args:
         beta: ``[k]`` point of the simplex.
         viol: ``[k]`` gradient ``b - G beta`` at ``beta``.
         gram: ``[k, k]`` Gram matrix of the cached planes.
+        solve: the KKT solve (:func:`_support_kkt_solve` or
+            :func:`_full_kkt_solve`).
 
     Returns:
         ``(d [k], t_max [])``: the direction ``x - beta`` (zero off ``S``,
@@ -332,17 +434,20 @@ def _newton_direction(beta, viol, gram):
         (the ratio test of an active-set method; ``0`` when ``d = 0``).
     """
     on = beta > 0
-    k = beta.shape[0]
-    both = on[:, None] & on[None, :]
-    scale = jnp.max(jnp.abs(jnp.diagonal(gram)))
-    ridge = _NEWTON_RIDGE * jnp.where(scale > 0, scale, 1)
-    A = jnp.where(both, gram, 0) + jnp.diag(jnp.where(on, ridge, 1))
-    ones = on.astype(gram.dtype)
-    kkt = jnp.block([[A, ones[:, None]], [ones[None, :], jnp.zeros((1, 1), gram.dtype)]])
     # Newton point of the local model viol.(x - beta) - 1/2 (x - beta)^T G (x - beta)
     # on sum(x_S) = 1, i.e. G_SS x_S + mu 1 = (viol + G beta)_S.
-    rhs = jnp.concatenate([jnp.where(on, viol + gram @ beta, 0), jnp.ones((1,), gram.dtype)])
-    x = _solve(kkt, rhs)[:k]
+    x = solve(gram, viol + gram @ beta, on, _newton_ridge(gram))
+    return _direction_to(beta, x, on)
+
+
+def _newton_ridge(gram):
+    scale = jnp.max(jnp.abs(jnp.diagonal(gram)))
+    return _NEWTON_RIDGE * jnp.where(scale > 0, scale, 1)
+
+
+def _direction_to(beta, x, on):
+    """``(d, t_max)`` of :func:`_newton_direction` towards the Newton point ``x``."""
+    ones = on.astype(beta.dtype)
     d = jnp.where(on, x - beta, 0)
     d = d - ones * (jnp.sum(d) / jnp.maximum(jnp.sum(ones), 1))  # stay on sum(beta) = 1
     d = jnp.where(jnp.isfinite(d), d, 0)
@@ -378,6 +483,16 @@ def _newton_step(beta, viol, gram):
     return _simplex_move(beta, d, jnp.where(jnp.isfinite(t), t, 0), t_max)
 
 
+@functools.lru_cache(maxsize=None)
+def _with_rounds(rounds, max_steps):
+    """``rounds`` with its static ``max_steps`` fixed, sequential under ``vmap``."""
+
+    def solve(*args):
+        return rounds(*args, max_steps=max_steps)
+
+    return _sequential_under_vmap(solve)
+
+
 def _solve_cached_projected(beta, corners, levels, gram, z_other, on, max_steps, eps):
     """:func:`_solve_cached` for a model with sign constraints ``w[J] <= 0``.
 
@@ -403,6 +518,13 @@ def _solve_cached_projected(beta, corners, levels, gram, z_other, on, max_steps,
     Returns:
         ``(beta, ell)``.
     """
+    return _with_rounds(_solve_cached_projected_rounds, max_steps)(
+        beta, corners, levels, gram, z_other, on, eps)
+
+
+def _solve_cached_projected_rounds(beta, corners, levels, gram, z_other, on, eps, *,
+                                   max_steps):
+    """Rounds of :func:`_solve_cached_projected` (``max_steps`` bound)."""
 
     def cond(c):
         k, beta, _, z = c
@@ -441,6 +563,11 @@ def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
     Returns:
         ``(beta, ell)``: the new weights and ``ell = beta . levels``.
     """
+    return _with_rounds(_solve_cached_rounds, max_steps)(beta, gram, levels, v_other, eps)
+
+
+def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
+    """Rounds of :func:`_solve_cached` (``max_steps`` bound)."""
 
     def viol_at(beta):
         return levels - gram @ beta - v_other
@@ -569,7 +696,7 @@ def _newton_step_projected(beta, z, corners, levels, gram, on):
     w = jnp.where(on, jnp.minimum(z, 0), z)
     viol = levels - corners @ w
     clamped = jnp.where(on & (z > 0), corners, 0)
-    d, t_max = _newton_direction(beta, viol, gram - clamped @ clamped.T)
+    d, t_max = _newton_direction(beta, viol, gram - clamped @ clamped.T, _full_kkt_solve)
     e = d @ corners
     t = _projected_line_search(z, e, jnp.dot(d, levels), on, t_max)
     t = jnp.where(jnp.isfinite(t), t, 0)
@@ -976,6 +1103,23 @@ class _Queue(NamedTuple):
     out: FitResult  # [M] results
 
 
+def _over_slots(fn, B):
+    """``vmap(fn)`` over ``B`` slots; for ``B == 1`` the unbatched ``fn``.
+
+    A batch of one runs as the unbatched program (leading axis dropped and
+    restored): XLA's CPU kernels for batched products and solves inside a
+    loop are far slower than the plain ones at batch size one.
+    """
+    if B != 1:
+        return jax.vmap(fn)
+
+    def single(*args):
+        out = fn(*jax.tree_util.tree_map(lambda a: a[0], args))
+        return jax.tree_util.tree_map(lambda o: o[None], out)
+
+    return single
+
+
 def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_problems,
                callback, seed, w0=None):
     """``M`` fits in one ``lax.while_loop`` over ``batch_size`` slots (one device)."""
@@ -1000,9 +1144,9 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
     def body(q):
         idx = jnp.minimum(q.pos, M - 1)
         prob = jax.tree_util.tree_map(lambda a: a[idx], problems)
-        slots = jax.vmap(one)(q.slots, prob, C[idx], None if w0 is None else w0[idx])
+        slots = _over_slots(one, B)(q.slots, prob, C[idx], None if w0 is None else w0[idx])
         stopped = slots.done & (q.pos < M)
-        res = jax.vmap(state_result, in_axes=(0, None))(slots, tol)
+        res = _over_slots(lambda s: state_result(s, tol), B)(slots)
         dest = jnp.where(stopped, q.pos, M)
         out = jax.tree_util.tree_map(lambda o, r: o.at[dest].set(r, mode="drop"), q.out, res)
         # Refill the stopped slots with the next problems, in order.
