@@ -815,6 +815,8 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     has_oracle = model.oracle is not None
     bounds = getattr(model, "nonpositive", None)
     # Plane steps on the projected dual (sign constraints, small enough dim).
+    # Without hinge terms and sign constraints, w_other stays 0.
+    planes_only = hinge is None and bounds is None
     projected = bounds is not None and (
         (cache + 1) * int(model.inner_steps) * s.w.shape[0] <= _PROJECTED_MAX_WORK)
     # The point where F and the oracle are evaluated: between the best
@@ -889,9 +891,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
                                                     _bounded_mask(w, bounds),
                                                     model.inner_steps, eps)
             else:
-                beta, ell = _solve_cached(beta, gram, levels, corners @ w_other,
-                                          model.inner_steps, eps)
-            w = beta @ corners + w_other
+                v_other = jnp.zeros_like(levels) if planes_only else corners @ w_other
+                beta, ell = _solve_cached(beta, gram, levels, v_other, model.inner_steps, eps)
+            w = beta @ corners if planes_only else beta @ corners + w_other
     active, pg_tol = s.active, s.pg_tol
     if hinge is not None:
         # Dual coordinate ascent on the hinge block (liblinear's shrinking
