@@ -398,10 +398,10 @@ def _support_kkt_solve(gram, rhs, on, ridge):
 def _full_kkt_solve(gram, rhs, on, ridge):
     """:func:`_support_kkt_solve` at the cache's size (identity rows off ``S``).
 
-    The projected Newton steps (:func:`_newton_step_projected`) use it: the
-    piecewise dual of a sign-constrained model was measured to take its
-    fewest and steadiest iteration counts with this form of the solve (the
-    rounding of the float32 solve steers which piece the steps follow).
+    The projected Newton steps (:func:`_newton_step_projected`) use it: on
+    the piecewise dual of a sign-constrained model the rounding of the
+    float32 solve steers which piece the steps follow, and this form gave
+    the fewest iterations (``docs/solver.md``).
     """
     k = gram.shape[0]
     A = jnp.where(on[:, None] & on[None, :], gram, 0) + jnp.diag(jnp.where(on, ridge, 1))
