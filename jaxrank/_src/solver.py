@@ -411,7 +411,7 @@ def _full_kkt_solve(gram, rhs, on, ridge):
     return jnp.linalg.solve(kkt, b)[:k]
 
 
-def _newton_direction(beta, viol, gram, solve=_support_kkt_solve):
+def _newton_direction(beta, viol, gram, solve=_support_kkt_solve, g_beta=None):
     """Active-set Newton direction of the cached-plane QP on the support of ``beta``.
 
     The dual restricted to the cached planes is the simplex-constrained QP
@@ -427,6 +427,7 @@ def _newton_direction(beta, viol, gram, solve=_support_kkt_solve):
         gram: ``[k, k]`` Gram matrix of the cached planes.
         solve: the KKT solve (:func:`_support_kkt_solve` or
             :func:`_full_kkt_solve`).
+        g_beta: optional ``[k]`` ``G beta`` (computed if ``None``).
 
     Returns:
         ``(d [k], t_max [])``: the direction ``x - beta`` (zero off ``S``,
@@ -436,7 +437,7 @@ def _newton_direction(beta, viol, gram, solve=_support_kkt_solve):
     on = beta > 0
     # Newton point of the local model viol.(x - beta) - 1/2 (x - beta)^T G (x - beta)
     # on sum(x_S) = 1, i.e. G_SS x_S + mu 1 = (viol + G beta)_S.
-    x = solve(gram, viol + gram @ beta, on, _newton_ridge(gram))
+    x = solve(gram, viol + (gram @ beta if g_beta is None else g_beta), on, _newton_ridge(gram))
     return _direction_to(beta, x, on)
 
 
@@ -465,17 +466,22 @@ def _simplex_move(beta, d, t, t_max):
     return jnp.where(total > 0, new / jnp.where(total > 0, total, 1), beta)
 
 
-def _newton_step(beta, viol, gram):
+def _newton_step(beta, viol, gram, g_beta=None):
     """One active-set Newton step of the cached-plane QP (:func:`_newton_direction`).
 
     Moves towards the Newton point by exact line search of the true dual,
     stopped at the first weight that reaches 0 (that plane leaves the
     support). The dual never decreases.
 
+    Args:
+        beta: ``[k]`` point of the simplex; ``viol``: ``[k]`` the gradient
+            ``b - G beta``; ``gram``: ``[k, k]`` ``G``.
+        g_beta: optional ``[k]`` ``G beta`` (computed if ``None``).
+
     Returns:
         ``[k]`` the next point of the simplex.
     """
-    d, t_max = _newton_direction(beta, viol, gram)
+    d, t_max = _newton_direction(beta, viol, gram, g_beta=g_beta)
     slope = jnp.dot(viol, d)
     curv = jnp.dot(d, gram @ d)
     t_ls = jnp.where(curv > 0, slope / jnp.where(curv > 0, curv, 1), jnp.inf)
@@ -569,20 +575,19 @@ def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
 def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
     """Rounds of :func:`_solve_cached` (``max_steps`` bound)."""
 
-    def viol_at(beta):
-        return levels - gram @ beta - v_other
-
+    # The carry holds v = G beta + v_other (one product with G per round).
     def cond(c):
-        k, beta = c
-        return (k < max_steps) & (_fw_gap(beta, viol_at(beta)) > eps)
+        k, beta, v = c
+        return (k < max_steps) & (_fw_gap(beta, levels - v) > eps)
 
     def body(c):
-        k, beta = c
-        beta, _, v = _pairwise_step(beta, jnp.zeros((), beta.dtype), gram @ beta + v_other,
-                                    gram, levels)
-        return k + 1, _newton_step(beta, levels - v, gram)
+        k, beta, v = c
+        beta, _, v = _pairwise_step(beta, jnp.zeros((), beta.dtype), v, gram, levels)
+        beta = _newton_step(beta, levels - v, gram, v - v_other)
+        return k + 1, beta, gram @ beta + v_other
 
-    _, beta = lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), beta))
+    _, beta, _ = lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), beta,
+                                             gram @ beta + v_other))
     return beta, jnp.dot(beta, levels)
 
 
