@@ -573,7 +573,13 @@ def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
 
 
 def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
-    """Rounds of :func:`_solve_cached` (``max_steps`` bound)."""
+    """Rounds of :func:`_solve_cached` (``max_steps`` bound).
+
+    When the rounds stop above ``eps`` (a support that fills the cache, where
+    the Gram block is singular and each active-set round is a one-plane
+    pivot), the QP is solved again from their point by interior-point steps
+    (:func:`_interior_point_qp`), whose result is kept if its dual is higher.
+    """
 
     # The carry holds v = G beta + v_other (one product with G per round).
     def cond(c):
@@ -586,9 +592,119 @@ def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
         beta = _newton_step(beta, levels - v, gram, v - v_other)
         return k + 1, beta, gram @ beta + v_other
 
-    _, beta, _ = lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), beta,
+    _, beta, v = lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), beta,
                                              gram @ beta + v_other))
+    if _INTERIOR_POINT_STEPS > 0:
+        lin = levels - v_other
+
+        def polish(beta):
+            # Empty slots (zero plane, zero weight) stay out of the QP.
+            use = (beta > 0) | (jnp.diagonal(gram) > 0) | (levels != 0)
+            x = _interior_point_qp(gram, lin, beta, use, eps, _INTERIOR_POINT_STEPS)
+            better = _qp_value(gram, lin, x) > _qp_value(gram, lin, beta)
+            return jnp.where(better, x, beta)
+
+        beta = lax.cond(_fw_gap(beta, levels - v) > eps, polish, lambda b: b, beta)
     return beta, jnp.dot(beta, levels)
+
+
+# At most this many interior-point steps polish a cached-plane QP that the
+# active-set rounds left above its target (0: none).
+_INTERIOR_POINT_STEPS = 20
+
+
+def _qp_value(gram, lin, beta):
+    """``lin . beta - 1/2 beta^T G beta``: the cached-plane dual up to a constant."""
+    return jnp.dot(lin, beta) - 0.5 * jnp.dot(beta, gram @ beta)
+
+
+def _interior_point_qp(gram, lin, beta0, use, eps, max_steps):
+    """Maximise ``lin . beta - 1/2 beta^T G beta`` over the simplex by interior-point steps.
+
+    A primal-dual path-following method with Mehrotra's predictor-corrector
+    (Nocedal & Wright, Numerical Optimization, 2nd ed., Alg. 16.4, for the
+    convex QP ``min 1/2 b^T G b - lin . b``, ``b >= 0``, ``sum(b) = 1``,
+    multipliers ``s >= 0`` of ``b >= 0`` and ``y`` of the sum). Each step
+    factorises ``G + diag(s / b)`` (Cholesky, O(k^3)) and eliminates ``y``
+    by its Schur complement. Unlike active-set steps, its rate does not
+    depend on the support: a singular ``G`` (more cached planes than weights
+    span) costs no extra steps. It starts from ``beta0`` mixed half-and-half
+    with the uniform point (strictly inside) and ``s`` from the gradient
+    there (dual feasible), and stops when the Frank-Wolfe gap of the
+    normalised iterate is ``<= eps``, after ``max_steps`` steps, or at a step
+    whose result would leave the interior or is not finite (the last
+    interior iterate is kept). Entries off ``use`` are held at 0.
+
+    Args:
+        gram: ``[k, k]`` Gram matrix ``G`` (positive semi-definite).
+        lin: ``[k]`` linear term.
+        beta0: ``[k]`` point of the simplex to start from (0 off ``use``).
+        use: ``[k]`` bool, the entries that may carry weight.
+        eps: ``[]`` target Frank-Wolfe gap.
+        max_steps: static bound on the steps.
+
+    Returns:
+        ``[k]`` point of the simplex (every entry on ``use`` ``> 0``, 0 off it).
+    """
+    dtype = gram.dtype
+    k = jnp.sum(use.astype(dtype))
+    ones = use.astype(dtype)
+    # Off use: an identity block (b = 0, s = 1 and every residual 0 there).
+    gram = jnp.where(use[:, None] & use[None, :], gram, 0)
+    lin = jnp.where(use, lin, 0)
+
+    def normalised(b):
+        b = jnp.where(use, jnp.maximum(b, 0), 0)
+        return b / jnp.sum(b)
+
+    def fw_gap(b):
+        b = normalised(b)
+        return _fw_gap(b, lin - gram @ b)
+
+    def step_length(x, dx):
+        neg = use & (dx < 0)
+        return jnp.minimum(1, jnp.min(jnp.where(neg, -x / jnp.where(neg, dx, -1), jnp.inf)))
+
+    def cond(c):
+        i, b, _, _, ok = c
+        return (i < max_steps) & ok & (fw_gap(b) > eps)
+
+    def body(c):
+        i, b, y, s, _ = c
+        r_dual = jnp.where(use, gram @ b - lin - y - s, 0)
+        r_sum = jnp.sum(b) - 1
+        mu = jnp.dot(b, s) / k
+        bu = jnp.where(use, b, 1)
+        chol = jnp.linalg.cholesky(gram + jnp.diag(s / bu))  # s / bu = 1 off use
+        m_ones = jax.scipy.linalg.cho_solve((chol, True), ones)
+
+        def direction(r_comp):
+            # (G + S/B) db - dy 1 = -r_dual - r_comp / b,  sum(db) = -r_sum,
+            # ds = -(r_comp + s db) / b.
+            r_comp = jnp.where(use, r_comp, 0)
+            m_r = jax.scipy.linalg.cho_solve((chol, True), -r_dual - r_comp / bu)
+            dy = (-r_sum - jnp.sum(m_r)) / jnp.sum(m_ones)
+            db = m_r + dy * m_ones
+            return db, dy, -(r_comp + s * db) / bu
+
+        db, dy, ds = direction(b * s)  # affine-scaling predictor
+        t = jnp.minimum(step_length(b, db), step_length(s, ds))
+        sigma = (jnp.dot(b + t * db, s + t * ds) / k / mu) ** 3
+        db, dy, ds = direction(b * s + db * ds - sigma * mu)  # corrector
+        t = 0.99 * jnp.minimum(step_length(b, db), step_length(s, ds))
+        nb, ny, ns = b + t * db, y + t * dy, s + t * ds
+        ok = (jnp.all(jnp.isfinite(nb)) & jnp.all((nb > 0) | ~use) & jnp.all(ns > 0)
+              & jnp.isfinite(ny))
+        return (i + 1, jnp.where(ok, nb, b), jnp.where(ok, ny, y), jnp.where(ok, ns, s), ok)
+
+    b = jnp.where(use, 0.5 * beta0 + 0.5 / k, 0)
+    g = gram @ b - lin
+    g_min, g_max = jnp.min(jnp.where(use, g, jnp.inf)), jnp.max(jnp.where(use, g, -jnp.inf))
+    y = g_min - jnp.maximum(g_max - g_min, jnp.finfo(dtype).tiny)
+    s = jnp.where(use, g - y, 1)
+    _, b, _, _, _ = lax.while_loop(
+        cond, body, (jnp.asarray(0, jnp.int32), b, y, s, jnp.asarray(True)))
+    return normalised(b)
 
 
 # Bisection steps of the projected line search (each halves the bracket; a
