@@ -638,6 +638,25 @@ def test_musk1_latent_apsvm_beats_chance():
     assert ap > yb[~train].mean() + 0.15, ap
 
 
+def test_musk1_latent_apsvm_converges_at_large_C_with_the_defaults():
+    """C = 1000 on MUSK1 (166 features): the optimal support of each convex
+    step has more planes than the solver's cache holds, the regime where the
+    cached-plane QP is degenerate; every CCCP step still reaches its
+    certified tolerance within the default ``max_iter``."""
+    a = np.loadtxt(shared("mil", "musk1.csv"), delimiter=",")
+    X = StandardScaler().fit_transform(a[:, 2:]).astype(np.float32)
+    bags = a[:, 1].astype(np.int64)
+    ids, first = np.unique(bags, return_index=True)
+    m = jaxrank.LatentAPSVM(C=1000.0, n_init=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m.fit(X, a[first, 0].astype(int), bags=bags)
+    assert m.converged_ and m.n_outer_iter_ >= 2
+    obj, gap = m.cccp_objectives_, m.cccp_gaps_
+    assert np.all(gap >= -1e-6 * obj)
+    assert np.all(obj[1:] <= obj[:-1] * (1 + 1e-5))
+
+
 @pytest.mark.filterwarnings("ignore:LatentSVM. CCCP stopped at max_outer_iter")  # 4: a smoke test
 def test_fox_latent_svm_trains_on_image_region_bags():
     from scipy.io import loadmat

@@ -575,10 +575,12 @@ def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
 def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
     """Rounds of :func:`_solve_cached` (``max_steps`` bound).
 
-    When the rounds stop above ``eps`` (a support that fills the cache, where
-    the Gram block is singular and each active-set round is a one-plane
-    pivot), the QP is solved again from their point by interior-point steps
-    (:func:`_interior_point_qp`), whose result is kept if its dual is higher.
+    When the rounds stop above ``eps`` with every cached plane (the aggregate
+    included) in the support, where the Gram block is singular or
+    ill-conditioned and each active-set round is a one-plane pivot, the QP
+    is solved again from their point by interior-point steps
+    (:func:`_interior_point_qp`), whose result is kept if its dual is
+    higher.
     """
 
     # The carry holds v = G beta + v_other (one product with G per round).
@@ -598,18 +600,18 @@ def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
         lin = levels - v_other
 
         def polish(beta):
-            # Empty slots (zero plane, zero weight) stay out of the QP.
-            use = (beta > 0) | (jnp.diagonal(gram) > 0) | (levels != 0)
-            x = _interior_point_qp(gram, lin, beta, use, eps, _INTERIOR_POINT_STEPS)
+            x = _interior_point_qp(gram, lin, beta, eps, _INTERIOR_POINT_STEPS)
             better = _qp_value(gram, lin, x) > _qp_value(gram, lin, beta)
             return jnp.where(better, x, beta)
 
-        beta = lax.cond(_fw_gap(beta, levels - v) > eps, polish, lambda b: b, beta)
+        stalled = (_fw_gap(beta, levels - v) > eps) & jnp.all(beta > 0)
+        beta = lax.cond(stalled, polish, lambda b: b, beta)
     return beta, jnp.dot(beta, levels)
 
 
-# At most this many interior-point steps polish a cached-plane QP that the
-# active-set rounds left above its target (0: none).
+# At most this many interior-point steps polish a cached-plane QP whose
+# support fills the cache and that the active-set rounds left above its
+# target (0: none).
 _INTERIOR_POINT_STEPS = 20
 
 
@@ -618,7 +620,7 @@ def _qp_value(gram, lin, beta):
     return jnp.dot(lin, beta) - 0.5 * jnp.dot(beta, gram @ beta)
 
 
-def _interior_point_qp(gram, lin, beta0, use, eps, max_steps):
+def _interior_point_qp(gram, lin, beta0, eps, max_steps):
     """Maximise ``lin . beta - 1/2 beta^T G beta`` over the simplex by interior-point steps.
 
     A primal-dual path-following method with Mehrotra's predictor-corrector
@@ -633,28 +635,24 @@ def _interior_point_qp(gram, lin, beta0, use, eps, max_steps):
     there (dual feasible), and stops when the Frank-Wolfe gap of the
     normalised iterate is ``<= eps``, after ``max_steps`` steps, or at a step
     whose result would leave the interior or is not finite (the last
-    interior iterate is kept). Entries off ``use`` are held at 0.
+    interior iterate is kept).
 
     Args:
         gram: ``[k, k]`` Gram matrix ``G`` (positive semi-definite).
         lin: ``[k]`` linear term.
-        beta0: ``[k]`` point of the simplex to start from (0 off ``use``).
-        use: ``[k]`` bool, the entries that may carry weight.
+        beta0: ``[k]`` point of the simplex to start from.
         eps: ``[]`` target Frank-Wolfe gap.
         max_steps: static bound on the steps.
 
     Returns:
-        ``[k]`` point of the simplex (every entry on ``use`` ``> 0``, 0 off it).
+        ``[k]`` point of the simplex (every entry ``> 0``).
     """
+    k = gram.shape[0]
     dtype = gram.dtype
-    k = jnp.sum(use.astype(dtype))
-    ones = use.astype(dtype)
-    # Off use: an identity block (b = 0, s = 1 and every residual 0 there).
-    gram = jnp.where(use[:, None] & use[None, :], gram, 0)
-    lin = jnp.where(use, lin, 0)
+    ones = jnp.ones((k,), dtype)
 
     def normalised(b):
-        b = jnp.where(use, jnp.maximum(b, 0), 0)
+        b = jnp.maximum(b, 0)
         return b / jnp.sum(b)
 
     def fw_gap(b):
@@ -662,7 +660,7 @@ def _interior_point_qp(gram, lin, beta0, use, eps, max_steps):
         return _fw_gap(b, lin - gram @ b)
 
     def step_length(x, dx):
-        neg = use & (dx < 0)
+        neg = dx < 0
         return jnp.minimum(1, jnp.min(jnp.where(neg, -x / jnp.where(neg, dx, -1), jnp.inf)))
 
     def cond(c):
@@ -671,21 +669,19 @@ def _interior_point_qp(gram, lin, beta0, use, eps, max_steps):
 
     def body(c):
         i, b, y, s, _ = c
-        r_dual = jnp.where(use, gram @ b - lin - y - s, 0)
+        r_dual = gram @ b - lin - y - s
         r_sum = jnp.sum(b) - 1
         mu = jnp.dot(b, s) / k
-        bu = jnp.where(use, b, 1)
-        chol = jnp.linalg.cholesky(gram + jnp.diag(s / bu))  # s / bu = 1 off use
+        chol = jnp.linalg.cholesky(gram + jnp.diag(s / b))
         m_ones = jax.scipy.linalg.cho_solve((chol, True), ones)
 
         def direction(r_comp):
             # (G + S/B) db - dy 1 = -r_dual - r_comp / b,  sum(db) = -r_sum,
             # ds = -(r_comp + s db) / b.
-            r_comp = jnp.where(use, r_comp, 0)
-            m_r = jax.scipy.linalg.cho_solve((chol, True), -r_dual - r_comp / bu)
+            m_r = jax.scipy.linalg.cho_solve((chol, True), -r_dual - r_comp / b)
             dy = (-r_sum - jnp.sum(m_r)) / jnp.sum(m_ones)
             db = m_r + dy * m_ones
-            return db, dy, -(r_comp + s * db) / bu
+            return db, dy, -(r_comp + s * db) / b
 
         db, dy, ds = direction(b * s)  # affine-scaling predictor
         t = jnp.minimum(step_length(b, db), step_length(s, ds))
@@ -693,17 +689,15 @@ def _interior_point_qp(gram, lin, beta0, use, eps, max_steps):
         db, dy, ds = direction(b * s + db * ds - sigma * mu)  # corrector
         t = 0.99 * jnp.minimum(step_length(b, db), step_length(s, ds))
         nb, ny, ns = b + t * db, y + t * dy, s + t * ds
-        ok = (jnp.all(jnp.isfinite(nb)) & jnp.all((nb > 0) | ~use) & jnp.all(ns > 0)
+        ok = (jnp.all(jnp.isfinite(nb)) & jnp.all(nb > 0) & jnp.all(ns > 0)
               & jnp.isfinite(ny))
         return (i + 1, jnp.where(ok, nb, b), jnp.where(ok, ny, y), jnp.where(ok, ns, s), ok)
 
-    b = jnp.where(use, 0.5 * beta0 + 0.5 / k, 0)
+    b = 0.5 * beta0 + 0.5 / k
     g = gram @ b - lin
-    g_min, g_max = jnp.min(jnp.where(use, g, jnp.inf)), jnp.max(jnp.where(use, g, -jnp.inf))
-    y = g_min - jnp.maximum(g_max - g_min, jnp.finfo(dtype).tiny)
-    s = jnp.where(use, g - y, 1)
+    y = jnp.min(g) - jnp.maximum(jnp.max(g) - jnp.min(g), jnp.finfo(dtype).tiny)
     _, b, _, _, _ = lax.while_loop(
-        cond, body, (jnp.asarray(0, jnp.int32), b, y, s, jnp.asarray(True)))
+        cond, body, (jnp.asarray(0, jnp.int32), b, y, g - y, jnp.asarray(True)))
     return normalised(b)
 
 
