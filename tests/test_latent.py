@@ -646,7 +646,7 @@ def test_musk1_latent_apsvm_converges_at_large_C_with_the_defaults():
     a = np.loadtxt(shared("mil", "musk1.csv"), delimiter=",")
     X = StandardScaler().fit_transform(a[:, 2:]).astype(np.float32)
     bags = a[:, 1].astype(np.int64)
-    ids, first = np.unique(bags, return_index=True)
+    _, first = np.unique(bags, return_index=True)
     m = jaxrank.LatentAPSVM(C=1000.0, n_init=1, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
