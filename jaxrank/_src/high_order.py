@@ -925,9 +925,9 @@ class HOAPSVM(_HighOrderSVM):
     cores. The plane cache of both
     high-order models (``PLANE_CACHE = 128`` planes and cached-plane steps)
     and the solver's line search with the sign multipliers re-optimised
-    (:mod:`jaxrank._src.solver`) are set for this; raise ``max_iter`` (the
-    default 1000 may stop a step early, with a certified gap in
-    ``cccp_gaps_``).
+    (:mod:`jaxrank._src.solver`) are set for this, and the default
+    ``max_iter`` is 3000 per convex step (a step that stops there reports its
+    certified gap in ``cccp_gaps_``).
 
     Attributes:
         coef_, intercept_, pairwise_coef_, pairwise_intercept_, classes_: as
@@ -965,7 +965,7 @@ class HOAPSVM(_HighOrderSVM):
 
     def __init__(self, C=1.0, *, eta=1.0, init="hobsvm", init_C=None, init_max_iter=None,
                  fit_intercept=True, max_enum=12, graph_method="auto", inference="select",
-                 cccp_max_iter=10, cccp_tol=1e-3, max_iter=1000, tol=1e-4, verbose=False,
+                 cccp_max_iter=10, cccp_tol=1e-3, max_iter=3000, tol=1e-4, verbose=False,
                  devices=None, pos_label=None):
         self.C = C
         self.eta = eta

@@ -1149,7 +1149,8 @@ _COMMON_ARGS = """
             "Latent AP-SVM").
         random_state: seed (``None``, an int or a ``RandomState``) of the
             random initial imputations.
-        max_iter: maximum solver iterations per convex step.
+        max_iter: maximum solver iterations per convex step (a step stops
+            earlier once its certified relative gap is ``<= tol``).
         verbose: print progress.
         devices: ``None`` (every local device), an int (the first ``k``
             local devices) or a list of ``jax.Device``: the ``n_init``
@@ -1201,7 +1202,7 @@ class _APLatentEstimator(LatentEstimator):
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 
     def __init__(self, C=100.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
-                 init="centroid", random_state=None, max_iter=1000, verbose=False,
+                 init="centroid", random_state=None, max_iter=5000, verbose=False,
                  devices=None, pos_label=None):
         self.C = C
         self.inference = inference
