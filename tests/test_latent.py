@@ -216,6 +216,36 @@ def test_latent_ssvm_inference_is_valid_and_between_brute_force_bounds(tiny_mode
     assert exact >= 1  # reported by the benchmark; here: it is not always a lower bound only
 
 
+def test_latent_ssvm_warm_started_search_is_at_least_its_start(tiny_models):
+    """From a start ``H`` (the solver's previous ``aux``): a valid constraint, <= the exact
+    max, >= the exact max over Y at that H; ``aux`` is an allowed H (brute force)."""
+    deltas, Rs = _rankings(TINY_POS)
+    rng = np.random.default_rng(7)
+    for seed in range(12):
+        X, bags, w = _tiny(300 + seed)
+        data, _ = bag_data(X, bags)
+        cands = _candidate_scores(X, bags, w)
+        S = data.gather(data.X @ jnp.asarray(w))
+        prob = tiny_models["ss_impute"](S, _tiny_problem(data))
+        hat = np.array([cands[b][int(h)] for b, h in enumerate(np.asarray(prob.chosen))])
+        every = np.array(list(itertools.product(*cands)))
+        brute = _max_over_rankings(every, TINY_POS, deltas, Rs,
+                                   star=np.tile(hat, (len(every), 1))).max()
+        start = np.array([rng.integers(len(c)) for c in cands], np.int32)
+        at_start = _max_over_rankings(
+            np.array([cands[b][h] for b, h in enumerate(start)])[None], TINY_POS, deltas, Rs,
+            star=hat[None])[0]
+        r = tiny_models["ss_oracle"](S, prob, start=jnp.asarray(start))
+        ours = float(r.hinge)
+        assert at_start - 1e-5 <= ours <= brute + 1e-5
+        np.testing.assert_allclose(float(r.loss - jnp.vdot(S, r.coef)), ours, atol=1e-5)
+        h = np.asarray(r.aux)
+        assert all(0 <= h[b] < len(cands[b]) for b in range(5))
+        # A start outside the allowed candidates is replaced by the imputed one.
+        bad = tiny_models["ss_oracle"](S, prob, start=jnp.full(5, 2, jnp.int32))
+        assert float(bad.hinge) >= float(tiny_models["ss_oracle"](S, prob).hinge) - 1e-6
+
+
 def test_latent_svm_imputation_is_the_exact_minimiser_brute_force():
     """impute = argmin over (H_P, ignored set with >= 1 kept per negative bag) at fixed w."""
     model = LatentSVMModel()

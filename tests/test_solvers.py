@@ -285,3 +285,41 @@ def test_warm_start_of_the_wrong_shape_or_dtype_is_refused(page_blocks):
     with pytest.raises(ValueError, match="w0 must have shape"):
         jaxrank.solvers.fit_many(model, design(X), jax.tree_util.tree_map(
             lambda a: a[None], prob), jnp.ones(1), w0=jnp.zeros(10))
+
+
+@dataclasses.dataclass(frozen=True)
+class _CountingSearch(APModel):
+    """An exact oracle dressed as a warm-started search: ``aux`` = its start + 1."""
+
+    def search_start(self, problem):
+        return 100 * jnp.sum(problem.where).astype(jnp.int32)
+
+    def oracle(self, S, problem, start=None):
+        r = super().oracle(S, problem)
+        return r._replace(aux=start + 1)
+
+
+def test_warm_started_search_gets_its_start_then_the_previous_aux(page_blocks):
+    """``search_start`` at the first call, then the previous call's ``aux`` (types item 4)."""
+    X, y = page_blocks[0][:300], page_blocks[1][:300] > 0
+    prob = ItemProblem(jnp.asarray(y), jnp.ones(300, bool))
+    model = _CountingSearch(kp=int(y.sum()))
+    data = design(X)
+    state = jaxrank.solvers.init_state(10, jnp.float32, jaxrank.solvers.plane_cache_size(32, 10),
+                                       search=model.search_start(prob))
+    run = jax.jit(jaxrank.solvers.step, static_argnames=("model", "max_iter"))
+    for k in range(1, 6):
+        state = run(state, model, data, prob, 1.0, tol=0.0, max_iter=100)
+        assert int(state.search) == 300 * 100 + k
+    # A fresh problem restarts from its own search_start, in the queue too;
+    # the fits equal those of the same exact oracle without a search.
+    probs = ItemProblem(jnp.stack([prob.positive] * 2), jnp.stack([prob.where] * 2))
+    Cs = jnp.asarray([1.0, 30.0], jnp.float32)
+    plain = jaxrank.solvers.fit_many(APModel(kp=int(y.sum())), data, probs, Cs, max_iter=100,
+                                     batch_size=1)
+    searched = jaxrank.solvers.fit_many(model, data, probs, Cs, max_iter=100, batch_size=1)
+    np.testing.assert_array_equal(np.asarray(searched.w), np.asarray(plain.w))
+    np.testing.assert_array_equal(np.asarray(searched.num_steps), np.asarray(plain.num_steps))
+    one = fit(model, data, prob, C=30.0, max_iter=100)
+    ref = fit(APModel(kp=int(y.sum())), data, prob, C=30.0, max_iter=100)
+    np.testing.assert_array_equal(np.asarray(one.w), np.asarray(ref.w))

@@ -381,8 +381,11 @@ class LatentSSVMModel(Model):
     if ``c_k < 0``). The oracle alternates the two exact steps
     (block-coordinate ascent: ``SSVM_ROUNDS = 3`` rounds and a last ``Y``
     step) from three starts (``H = problem.chosen``; positives lowest and
-    negatives highest; every bag highest) and keeps the most violated ``(Y,
-    H)`` pair visited (its value is exact). Each step can only increase the
+    negatives highest; every bag highest), and in the solver from a fourth:
+    the ``H`` of its previous call (:meth:`search_start`; a warm-started
+    search, so the returned constraint is never less violated than the last
+    one re-scored at the new ``w``), and keeps the most violated ``(Y, H)``
+    pair visited (its value is exact). Each step can only increase the
     loss-augmented score, and the first start guarantees ``xi >= 0``, but the
     result is a local maximum: the returned constraint is a valid
     constraint of (5) that may not be the most violated one, so the slack,
@@ -408,14 +411,34 @@ class LatentSSVMModel(Model):
         psi = jnp.where(pos, 1 / jnp.maximum(P, 1), jnp.where(neg, -1 / jnp.maximum(N, 1), 0))
         return jnp.where(ok, psi, 0).astype(dtype)
 
-    def oracle(self, S, problem) -> Violation:
-        """Approximately most-violated ``(Y, H)`` of problem (5) (class docstring); ``aux`` = ``H``."""
+    def search_start(self, problem):
+        """Start of the warm-started search: the imputed ``problem.chosen`` (``[B]`` int32)."""
+        return problem.chosen
+
+    def oracle(self, S, problem, start=None) -> Violation:
+        """Approximately most-violated ``(Y, H)`` of problem (5) (class docstring).
+
+        Args:
+            S: ``[B, T_max]`` candidate scores.
+            problem: :class:`LatentProblem`.
+            start: optional ``[B]`` int32 candidate slots ``H`` of a fourth
+                start (the solver passes the previous call's ``aux``).
+
+        Returns:
+            :class:`Violation` with ``aux`` = the ``[B]`` int32 slots ``H``.
+        """
         dtype = S.dtype
         psi = self._psi_star(problem, dtype)
         hi, _ = _masked_arg(S, problem.cand, True)
         lo, _ = _masked_arg(S, problem.cand, False)
 
-        starts = jnp.stack([problem.chosen, jnp.where(problem.positive, lo, hi), hi])
+        starts = [problem.chosen, jnp.where(problem.positive, lo, hi), hi]
+        if start is not None:
+            # Only allowed candidates (a start from another problem's fit is
+            # replaced by the imputed one).
+            ok = _at(problem.cand, start.astype(jnp.int32))
+            starts.append(jnp.where(ok, start.astype(jnp.int32), problem.chosen))
+        starts = jnp.stack(starts)
         n_starts = starts.shape[0]
         length = n_starts * (SSVM_ROUNDS + 1)
         restart = jnp.arange(length) % (SSVM_ROUNDS + 1) == 0
@@ -1310,7 +1333,8 @@ class LatentSSVM(_APLatentEstimator):
     loss-augmented inference ``max_{Y, H}`` of the convex step, which is
     block-coordinate ascent over ``Y`` (exact AP inference at fixed ``H``)
     and ``H`` (exact at fixed ``Y``), ``SSVM_ROUNDS = 3`` rounds from three
-    starts (:class:`LatentSSVMModel`); the constraint it returns is valid but
+    starts and from the previous solver iteration's ``H``
+    (:class:`LatentSSVMModel`); the constraint it returns is valid but
     may not be the most violated, so ``objective_`` and ``cccp_objectives_``
     are those of the constraints found (lower bounds on the exact objective
     of (5)), and CCCP's monotonicity is not guaranteed. Prediction uses the

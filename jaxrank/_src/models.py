@@ -75,3 +75,13 @@ class Model:
     def hinge_terms(self, data, problem, C):
         """Per-sample hinge terms of the objective (``None``: none)."""
         return None
+
+    def search_start(self, problem):
+        """Start of a warm-started local-search oracle (``None``: the oracle is not one).
+
+        A model whose oracle is a local search returns a pytree of arrays
+        here (no batch axis); the solver then calls ``oracle(S, problem,
+        start=...)`` with this start at a fit's first iteration and with the
+        previous call's ``Violation.aux`` afterwards (:mod:`jaxrank._src.types`).
+        """
+        return None

@@ -133,6 +133,10 @@ class SolverState(NamedTuple):
         theta: ``[]`` weight of ``best_w`` in the next query point
             ``theta best_w + (1 - theta) w`` (0 after a mispriced query;
             larger after a query that found no better point).
+        search: the ``aux`` of the last oracle call of a model whose oracle
+            is a warm-started local search (``model.search_start(problem)``
+            is not ``None``; :mod:`jaxrank._src.types`), the start of the next
+            call's search; ``None`` for every other model.
     """
 
     w: jax.Array
@@ -153,9 +157,11 @@ class SolverState(NamedTuple):
     pg_tol: jax.Array
     born: jax.Array
     theta: jax.Array
+    search: Any = None
 
 
-def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverState:
+def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0,
+               search: Any = None) -> SolverState:
     """The state before the first iteration: ``w = 0``, empty plane cache.
 
     Args:
@@ -163,6 +169,10 @@ def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverStat
         dtype: float dtype of the weights.
         cache: static number of cached planes (``>= 1``).
         n_hinge: static number of hinge terms ``m`` (0 without a hinge block).
+        search: ``model.search_start(problem)`` (a pytree of arrays) for a
+            model whose oracle is a warm-started local search, else ``None``;
+            it fixes the shapes of :attr:`SolverState.search` (the first
+            iteration starts from ``model.search_start`` of its own problem).
 
     Returns:
         :class:`SolverState`.
@@ -187,6 +197,7 @@ def init_state(dim: int, dtype, cache: int = 32, n_hinge: int = 0) -> SolverStat
         pg_tol=jnp.asarray(1.0, dtype),
         born=jnp.full((cache + 1,), -1, jnp.int32),
         theta=jnp.asarray(0, dtype),
+        search=search,
     )
 
 
@@ -944,9 +955,19 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     obj = 0.5 * jnp.dot(at, at)
     w, ell, beta, corners, levels, gram = s.w, s.ell, s.beta, s.corners, s.levels, s.gram
     alpha, w_other, nu = s.alpha, s.w_other, s.nu
+    search = s.search
     if has_oracle:
         S, transpose = jax.vjp(lambda v: model.scores(v, data), at)
-        r = model.oracle(S, problem)
+        start = _search_start(model, problem)
+        if start is None:
+            r = model.oracle(S, problem)
+        else:
+            # A warm-started local search: from the problem's own start at the
+            # first iteration, then from the previous call's result.
+            start = jax.tree_util.tree_map(lambda a, b: jnp.where(s.it == 0, a, b),
+                                           start, s.search)
+            r = model.oracle(S, problem, start=start)
+            search = r.aux
         (a,) = transpose(jax.tree_util.tree_map(lambda c, x: c.astype(x.dtype), r.coef, S))
         a = a.astype(dtype)
         slack = r.hinge if r.hinge is not None else r.loss - _tree_vdot(S, r.coef)
@@ -1060,7 +1081,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
                       smoothing, 0).astype(dtype)
     return SolverState(w, ell, best_w, best_obj, dual, corners, levels, beta, gram, it, done,
                        alpha, w_other, nu, active, pg_tol, born if has_oracle else s.born,
-                       theta if has_oracle else s.theta)
+                       theta if has_oracle else s.theta, search)
 
 
 def _feasible(model, w):
@@ -1188,8 +1209,21 @@ def fit(
         return s
 
     state = lax.while_loop(lambda s: ~s.done, body,
-                           init_state(dim, dtype, _cache(model, dim), m))
+                           init_state(dim, dtype, _cache(model, dim), m,
+                                      _search_start(model, problem)))
     return state_result(state, tol)
+
+
+def _search_start(model, problem):
+    """``model.search_start(problem)`` of a model with an oracle, else ``None``.
+
+    The method is optional (:mod:`jaxrank._src.types`): models without it
+    have an oracle that is not a warm-started search.
+    """
+    start = getattr(model, "search_start", None)
+    if model.oracle is None or start is None:
+        return None
+    return start(problem)
 
 
 def _cache(model, dim):
@@ -1251,7 +1285,7 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
     m, sq = _hinge_setup(model, data, first_prob, C[0], dtype)
     fresh = jax.tree_util.tree_map(
         lambda a: jnp.broadcast_to(a, (B,) + a.shape),
-        init_state(dim, dtype, _cache(model, dim), m),
+        init_state(dim, dtype, _cache(model, dim), m, _search_start(model, first_prob)),
     )
 
     def one(s, prob, c, start):

