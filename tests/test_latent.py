@@ -186,6 +186,22 @@ def test_proposition3_oracle_is_the_exact_loss_augmented_inference(tiny_models):
             assert not (used & ~allowed_slots).any()
 
 
+def _ssvm_tiny(tiny_models, seed):
+    """Tiny LatentSSVM case: data, candidate scores, ``S``, imputed problem, the imputed
+    bag scores ``hat`` and the brute-force max over every (Y, H) of problem (5)."""
+    deltas, Rs = _rankings(TINY_POS)
+    X, bags, w = _tiny(seed)
+    data, _ = bag_data(X, bags)
+    cands = _candidate_scores(X, bags, w)
+    S = data.gather(data.X @ jnp.asarray(w))
+    prob = tiny_models["ss_impute"](S, _tiny_problem(data))
+    hat = np.array([cands[b][int(h)] for b, h in enumerate(np.asarray(prob.chosen))])
+    every = np.array(list(itertools.product(*cands)))  # [prod T, 5]
+    brute = _max_over_rankings(every, TINY_POS, deltas, Rs,
+                               star=np.tile(hat, (len(every), 1))).max()
+    return cands, S, prob, hat, brute
+
+
 def test_latent_ssvm_inference_is_valid_and_between_brute_force_bounds(tiny_models):
     """Approximate max over (Y, H) of problem (5): a valid constraint, <= the exact max,
     >= the exact max over Y at the imputed H^ and at H = every bag's best candidate."""
@@ -193,17 +209,10 @@ def test_latent_ssvm_inference_is_valid_and_between_brute_force_bounds(tiny_mode
     pos_b, neg_b = np.flatnonzero(TINY_POS), np.flatnonzero(~TINY_POS)
     exact = 0
     for seed in range(12):
-        X, bags, w = _tiny(200 + seed)
-        data, _ = bag_data(X, bags)
-        cands = _candidate_scores(X, bags, w)
-        S = data.gather(data.X @ jnp.asarray(w))
-        prob = tiny_models["ss_impute"](S, _tiny_problem(data))
-        hat = np.array([cands[b][int(h)] for b, h in enumerate(np.asarray(prob.chosen))])
+        cands, S, prob, hat, brute = _ssvm_tiny(tiny_models, 200 + seed)
         # Imputation = argmax_H w^T Psi(Y*, H): positives' max, negatives' min.
         np.testing.assert_allclose(hat[pos_b], [cands[b].max() for b in pos_b])
         np.testing.assert_allclose(hat[neg_b], [cands[b].min() for b in neg_b])
-        every = np.array(list(itertools.product(*cands)))  # [prod T, 5]
-        brute = _max_over_rankings(every, TINY_POS, deltas, Rs, star=np.tile(hat, (len(every), 1))).max()
         at_hat = _max_over_rankings(hat[None], TINY_POS, deltas, Rs)[0]
         best = np.array([c.max() for c in cands])
         at_best = _max_over_rankings(best[None], TINY_POS, deltas, Rs, star=hat[None])[0]
@@ -222,15 +231,7 @@ def test_latent_ssvm_warm_started_search_is_at_least_its_start(tiny_models):
     deltas, Rs = _rankings(TINY_POS)
     rng = np.random.default_rng(7)
     for seed in range(12):
-        X, bags, w = _tiny(300 + seed)
-        data, _ = bag_data(X, bags)
-        cands = _candidate_scores(X, bags, w)
-        S = data.gather(data.X @ jnp.asarray(w))
-        prob = tiny_models["ss_impute"](S, _tiny_problem(data))
-        hat = np.array([cands[b][int(h)] for b, h in enumerate(np.asarray(prob.chosen))])
-        every = np.array(list(itertools.product(*cands)))
-        brute = _max_over_rankings(every, TINY_POS, deltas, Rs,
-                                   star=np.tile(hat, (len(every), 1))).max()
+        cands, S, prob, hat, brute = _ssvm_tiny(tiny_models, 300 + seed)
         start = np.array([rng.integers(len(c)) for c in cands], np.int32)
         at_start = _max_over_rankings(
             np.array([cands[b][h] for b, h in enumerate(start)])[None], TINY_POS, deltas, Rs,

@@ -436,8 +436,8 @@ class LatentSSVMModel(Model):
         if start is not None:
             # Only allowed candidates (a start from another problem's fit is
             # replaced by the imputed one).
-            ok = _at(problem.cand, start.astype(jnp.int32))
-            starts.append(jnp.where(ok, start.astype(jnp.int32), problem.chosen))
+            start = start.astype(jnp.int32)
+            starts.append(jnp.where(_at(problem.cand, start), start, problem.chosen))
         starts = jnp.stack(starts)
         n_starts = starts.shape[0]
         length = n_starts * (SSVM_ROUNDS + 1)
@@ -551,7 +551,9 @@ def latent_objective(model, data, problem, w, C):
     """The solver's objective ``F(w)`` of ``model`` with the latent variables of ``problem``.
 
     ``1/2 ||w||^2 + C * slack(oracle) + sum hinge terms``, exactly as
-    :func:`jaxrank.solvers.fit` evaluates it. With the imputation of
+    :func:`jaxrank.solvers.fit` evaluates it at its first iteration (a
+    warm-started search, :meth:`LatentSSVMModel.search_start`, runs here
+    from its fixed starts only). With the imputation of
     ``model.impute`` at the same ``w`` this is the non-convex objective (of
     (8) for :class:`LatentAPModel`, by Proposition 2).
 
