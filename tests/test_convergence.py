@@ -81,3 +81,26 @@ def test_latent_svm_default_weight_does_not_collapse_on_unbalanced_bags():
     assert model.J == "balanced"
     assert model.coef_[0, 0] > 0.1
     assert model.score(X, y, bags=bags) > 0.9
+
+
+def test_latent_svm_default_weight_balances_candidates_not_bags():
+    # 6 positive bags of 5 among 34 negative bags of 40 (1,360 negative
+    # candidates, each a hinge): weighing the positive bags by the bag ratio
+    # (|P| + |N|) / |P| leaves them outweighed 34:1 and the fit ends at
+    # coef_ = 0; the default weighs them against the negative candidates.
+    rng = np.random.default_rng(0)
+    sizes = np.r_[np.full(6, 5), np.full(34, 40)]
+    bags = np.repeat(np.arange(40), sizes)
+    X = rng.normal(size=(len(bags), 5)).astype(np.float32)
+    y = (np.arange(40) < 6).astype(int)
+    X[bags < 6, 0] += 2
+    with pytest.warns(UserWarning, match="same score"):
+        by_bags = jaxrank.LatentSVM(C=0.001, J=(6 + 34) / 6).fit(X, y, bags=bags)
+    assert np.abs(by_bags.coef_).max() < 1e-4
+    model = jaxrank.LatentSVM(C=0.001, random_state=0).fit(X, y, bags=bags)
+    assert model.converged_
+    assert model.coef_[0, 0] > 0.1
+    # The balanced weight is the explicit J = (|P| + negative candidates) / |P|.
+    explicit = jaxrank.LatentSVM(C=0.001, J=(6 + 34 * 40) / 6, random_state=0).fit(X, y, bags=bags)
+    np.testing.assert_allclose(model.coef_, explicit.coef_, rtol=1e-5, atol=1e-6)
+    assert model.score(X, y, bags=bags) > 0.7

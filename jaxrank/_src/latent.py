@@ -854,12 +854,29 @@ class LatentEstimator(StructuredSVM):
         """Per-bag labels (sorted bag-id order) from per-line labels (CLI evaluate)."""
         return per_bag_labels(y, groups)
 
-    def _positive_weight(self, n_pos, n_neg):
-        """``[M]`` weight ``J`` of the positive bags' hinges (1 without a ``J``)."""
+    def _positive_weight(self, n_pos, n_neg_kept):
+        """``[M]`` weight ``J`` of the positive bags' hinges (1 without a ``J``).
+
+        ``"balanced"`` is the paper's unit ``(|P| + |N|) / |P|`` with ``N``
+        counted in the examples that carry a negative hinge: the kept negative
+        candidates ``n_neg_kept [M]`` of each fit, so the positive bags' total
+        weight ``J |P|`` equals the negative candidates' (not the negative bags').
+        """
         J = getattr(self, "J", 1.0)
-        if isinstance(J, str):  # "balanced": the paper's unit (|P| + |N|) / |P|
-            return (n_pos + n_neg) / np.maximum(n_pos, 1)
+        if isinstance(J, str):
+            return (n_pos + n_neg_kept) / np.maximum(n_pos, 1)
         return np.full(n_pos.shape, float(J))
+
+    def _kept_negative_candidates(self, data, positive, where):
+        """``[M]`` negative candidates that carry a hinge after the robustness
+        fraction ``c`` (the count :meth:`LatentSVMModel.impute` keeps)."""
+        per_bag = np.asarray(data.allowed).sum(axis=1)  # [B]
+        neg = ~positive & where
+        n_cand = (neg * per_bag[None, :]).sum(axis=1)
+        n_bags = (neg & (per_bag[None, :] > 0)).sum(axis=1)
+        c = float(getattr(self, "c", 0.0))
+        ignored = np.minimum(np.floor(c * n_cand + 1e-4), n_cand - n_bags)
+        return n_cand - ignored
 
     def _problems(self, data, positive, where, groups):
         positive = np.asarray(positive, bool)
@@ -878,7 +895,8 @@ class LatentEstimator(StructuredSVM):
         problems = LatentProblem(
             positive=jnp.asarray(positive), where=jnp.asarray(where), cand=cand,
             chosen=jnp.zeros((M, B), jnp.int32), ignore=jnp.zeros((M, B, T), bool),
-            J=jnp.asarray(self._positive_weight(n_pos, n_neg), jnp.float32),
+            J=jnp.asarray(self._positive_weight(
+                n_pos, self._kept_negative_candidates(data, positive, where)), jnp.float32),
             c=f32(float(getattr(self, "c", 0.0))))
         # kp bounds the positive bags of every fit by the positive bags of the
         # data (not of ``where``), so CV folds and refits share one compiled model.
@@ -1382,11 +1400,18 @@ class LatentSVM(LatentEstimator):
     (|P| + |N|) / |P| x 10^-4..10`` and ``c in 0, 0.1, ..., 0.9``.
 
     Args:
-        C: trade-off ``> 0``.
+        C: trade-off ``> 0``; the default grid (``_default_Cs``, used by
+            :func:`jaxrank.sweep`) spans ``10^-4``-``1``: with the balanced
+            ``J`` a positive bag's hinge weighs ``C J``, ``C`` times the
+            negative candidates per positive bag.
         J: weight ``> 0`` of the positive bags' hinges, or ``"balanced"``
-            (default): ``(|P| + |N|) / |P|`` of each fit's bags, the unit of
-            the paper's grid (it keeps the positives from being outweighed
-            on unbalanced data, where ``J = 1`` can end at ``coef_ = 0``).
+            (default): ``(|P| + |N|) / |P|``, the unit of the paper's grid,
+            with ``|P|`` the positive bags and ``|N|`` the negative
+            candidates that carry a hinge (all but the ignored fraction
+            ``c``) of each fit, so both classes weigh the same in the hinge
+            sum. Counting negative *bags* instead, or ``J = 1``, lets bags of
+            many candidates outweigh the positives, and the fit can end at
+            ``coef_ = 0``.
         c: robustness fraction in ``[0, 1)``.
         fit_intercept: learn ``b`` (a regularised constant feature).{_COMMON_ARGS}
 
@@ -1409,7 +1434,7 @@ class LatentSVM(LatentEstimator):
         "c": [Interval(Real, 0, 1, closed="left")],
         "fit_intercept": ["boolean"],
     }
-    _default_Cs = (0.001, 0.01, 0.1, 1.0, 10.0)
+    _default_Cs = (0.0001, 0.001, 0.01, 0.1, 1.0)
     _learns_intercept = True
 
     def __init__(self, C=1.0, *, J="balanced", c=0.0, fit_intercept=True, max_outer_iter=30,
