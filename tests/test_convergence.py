@@ -101,6 +101,7 @@ def test_latent_svm_default_weight_balances_candidates_not_bags():
     assert model.converged_
     assert model.coef_[0, 0] > 0.1
     # The balanced weight is the explicit J = (|P| + negative candidates) / |P|.
-    explicit = jaxrank.LatentSVM(C=0.001, J=(6 + 34 * 40) / 6, random_state=0).fit(X, y, bags=bags)
+    explicit = jaxrank.LatentSVM(C=0.001, J=(6 + 34 * 40) / 6, random_state=0)
+    explicit.fit(X, y, bags=bags)
     np.testing.assert_allclose(model.coef_, explicit.coef_, rtol=1e-5, atol=1e-6)
     assert model.score(X, y, bags=bags) > 0.7
