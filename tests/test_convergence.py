@@ -105,3 +105,9 @@ def test_latent_svm_default_weight_balances_candidates_not_bags():
     explicit.fit(X, y, bags=bags)
     np.testing.assert_allclose(model.coef_, explicit.coef_, rtol=1e-5, atol=1e-6)
     assert model.score(X, y, bags=bags) > 0.7
+    # With a robustness fraction c, only the kept negative candidates count:
+    # floor(0.5 * 1,360) = 680 of them are ignored.
+    robust = jaxrank.LatentSVM(C=0.001, c=0.5, random_state=0).fit(X, y, bags=bags)
+    explicit = jaxrank.LatentSVM(C=0.001, c=0.5, J=(6 + 680) / 6, random_state=0)
+    explicit.fit(X, y, bags=bags)
+    np.testing.assert_allclose(robust.coef_, explicit.coef_, rtol=1e-5, atol=1e-6)
