@@ -1402,8 +1402,8 @@ class LatentSVM(LatentEstimator):
     Args:
         C: trade-off ``> 0``; the default grid (``_default_Cs``, used by
             :func:`jaxrank.sweep`) spans ``10^-4``-``1``: with the balanced
-            ``J`` a positive bag's hinge weighs ``C J``, ``C`` times the
-            negative candidates per positive bag.
+            ``J`` a positive bag's hinge weighs ``C J``, ``C`` times one plus
+            the negative candidates per positive bag.
         J: weight ``> 0`` of the positive bags' hinges, or ``"balanced"``
             (default): ``(|P| + |N|) / |P|``, the unit of the paper's grid,
             with ``|P|`` the positive bags and ``|N|`` the negative
