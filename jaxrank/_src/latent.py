@@ -1242,7 +1242,7 @@ class _APLatentEstimator(LatentEstimator):
         **LatentEstimator._parameter_constraints,
         "inference": [StrOptions(set(METHODS))],
     }
-    _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
+    _default_Cs = (1.0, 10.0, 100.0, 1000.0)
 
     def __init__(self, C=100.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
                  init="centroid", random_state=None, max_iter=5000, verbose=False,
@@ -1278,7 +1278,7 @@ class LatentAPSVM(_APLatentEstimator):
     repeat; stop when the imputation no longer changes or the objective of
     (8) decreases by less than ``tol`` (relative). ``Psi`` is normalised by
     ``1/(|P||N|)`` as in :class:`jaxrank.APSVM`, so the useful ``C`` is large
-    (``10``-``10^4``); with every bag of size 1 this is exactly
+    (``1``-``10^3``); with every bag of size 1 this is exactly
     :class:`jaxrank.APSVM`.
 
     CCCP is a local method and its start matters. From a random imputation
@@ -1303,7 +1303,7 @@ class LatentAPSVM(_APLatentEstimator):
 
     Args:
         C: trade-off ``> 0`` of problem (8) (default 100, default grid
-            ``1``-``10^4``, the :class:`APSVM` scale).
+            ``1``-``10^3``, on the :class:`APSVM` scale).
         inference: AP inference method (``"select"``, ``"search"``,
             ``"greedy"``; all exact).{_COMMON_ARGS}
 
