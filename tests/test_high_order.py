@@ -205,6 +205,56 @@ def test_hoap_apsvm_init_starts_at_apsvm_objective(data):
     assert hob.cccp_objectives_[0] > F[0] + 1e-3 * F[0]
 
 
+def _hoap_weights(h):
+    return np.concatenate([np.ravel(h.coef_), np.ravel(h.intercept_),
+                           np.ravel(h.pairwise_coef_), np.ravel(h.pairwise_intercept_)])
+
+
+def test_self_paced_first_step_is_the_fit_without_the_hardest_positives(data):
+    # From w = 0 every score ties, so the first self-paced step keeps the
+    # ceil(|P| / 2) positives of lowest index (documented tie rule) and every
+    # negative: its convex problem is HOAP-SVM's on the data without the other
+    # positives (their rows and edges removed), from the same start.
+    X, y, e = data
+    C, eta = 5.0, 0.5
+    kw = dict(C=C, eta=eta, init="zero", tol=1e-5, max_iter=3000, cccp_max_iter=1)
+    spl = jaxrank.HOAPSVM(self_paced=True, **kw).fit(X, y, edges=e)
+    pos = np.flatnonzero(y == 1)
+    hard = pos[int(np.ceil(0.5 * pos.size)):]
+    keep = np.setdiff1d(np.arange(y.size), hard)
+    new_id = -np.ones(y.size, np.int64)
+    new_id[keep] = np.arange(keep.size)
+    e_keep = new_id[e[np.all(np.isin(e, keep), axis=1)]]
+    ref = jaxrank.HOAPSVM(**kw).fit(X[keep], y[keep], edges=e_keep)
+    assert spl.n_cccp_iter_ == ref.n_cccp_iter_ == 1
+    # The step moved from w = 0 under the full objective (16), so it is the one kept.
+    assert spl.cccp_objectives_[1] < spl.cccp_objectives_[0]
+    # Both convex steps are certified within their gaps (strong convexity of 1/2||w||^2;
+    # coef_ = w+ - w- doubles a distance in w).
+    bound = 2 * (np.sqrt(2 * (spl.objective_ - spl.dual_objective_))
+                 + np.sqrt(2 * (ref.objective_ - ref.dual_objective_))) + 1e-4
+    assert np.linalg.norm(_hoap_weights(spl) - _hoap_weights(ref)) <= bound
+    assert bound < 0.2 * np.linalg.norm(_hoap_weights(ref))
+    full = jaxrank.HOAPSVM(**kw).fit(X, y, edges=e)
+    assert np.linalg.norm(_hoap_weights(full) - _hoap_weights(ref)) > 2 * bound
+
+
+def test_self_paced_cccp_does_not_stop_while_the_share_grows(data):
+    # cccp_tol = 1 stops plain CCCP after one step; the self-paced share is
+    # 0.5, 0.65, 0.845 of the positives in steps 1-3 and all of them in step 4.
+    X, y, e = data
+    kw = dict(C=5.0, eta=0.5, cccp_tol=1.0, max_iter=200, cccp_max_iter=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        plain = jaxrank.HOAPSVM(**kw).fit(X, y, edges=e)
+        spl = jaxrank.HOAPSVM(self_paced=True, **kw).fit(X, y, edges=e)
+    assert plain.n_cccp_iter_ == 1
+    assert spl.n_cccp_iter_ == 4
+    # The weights kept are those of the lowest full objective (16) seen.
+    F = spl.cccp_objectives_
+    assert len(F) == 5 and np.min(F) <= F[0]
+
+
 # ---------------------------------------------------------------------------
 # Training with the pairwise part.
 # ---------------------------------------------------------------------------
