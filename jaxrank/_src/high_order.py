@@ -942,9 +942,10 @@ class HOAPSVM(_HighOrderSVM):
             positives, those with the highest max-marginal scores (11) at the
             current ``w`` (the others are isolated and masked for that step):
             50 %, 65 %, 84.5 %, then all from ``t = 3``. CCCP does not stop
-            while the share grows, and the objective recorded and kept
-            (``cccp_objectives_``) is always the full problem's (16).
-            Measured on Cora in ``bench/results/self_paced.md``.
+            while the share grows. The objective recorded in
+            ``cccp_objectives_`` is always the full problem's (16); it can
+            rise during the self-paced steps, and ``coef_`` is the iterate of
+            the lowest one. Measured on Cora in ``bench/results/self_paced.md``.
 
     Convergence: on many small components (threads, images) the convex
     steps converge as AP-SVM does. On one large component (Cora's citation
