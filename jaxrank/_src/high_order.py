@@ -945,7 +945,7 @@ class HOAPSVM(_HighOrderSVM):
             while the share grows. The objective recorded in
             ``cccp_objectives_`` is always the full problem's (16); it can
             rise during the self-paced steps, and ``coef_`` is the iterate of
-            the lowest one. Measured on Cora in ``bench/results/self_paced.md``.
+            the lowest one.
 
     Convergence: on many small components (threads, images) the convex
     steps converge as AP-SVM does. On one large component (Cora's citation
