@@ -1,6 +1,8 @@
 """Convergence at the defaults (issue 21, items 3-4): every estimator, every C of its default grid.
 
-For each estimator, dataset and ``C`` in ``type(est)._default_Cs``, one fit with
+For each estimator, dataset, ``C`` in ``type(est)._default_Cs`` and setting of
+its ``_default_param_grid`` (the other parameters ``jaxrank.sweep`` tunes by
+default: ``J`` and ``c`` of LatentSVM; shown next to ``C``), one fit with
 the estimator's own defaults (``max_iter``, ``tol``, ...; nothing raised) and
 prints: iterations (``n_iter_``), the final relative duality gap, the wall time
 of ``fit``, whether it converged (``converged_``, ``all()`` over tasks), ``C``
@@ -325,14 +327,23 @@ def max_sq_row_norm(X):
     return float(np.max(np.einsum("ij,ij->i", X, X)))
 
 
-def make_estimator(cls, C):
+def make_estimator(cls, C, setting=None):
     import inspect
 
     params = inspect.signature(cls.__init__).parameters
     kw = {} if C is None else {"C": C}
     if "random_state" in params:
         kw["random_state"] = 0
-    return cls(**kw)
+    return cls(**kw, **(setting or {}))
+
+
+def default_settings(cls):
+    """The settings (dicts) of ``cls._default_param_grid``: ``[{}]`` without one."""
+    import itertools
+
+    grid = dict(getattr(cls, "_default_param_grid", {}) or {})
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
 def _fit_call(est, data):
@@ -349,11 +360,11 @@ def _rel(num, den):
         return num / np.maximum(np.abs(den), 1e-30)
 
 
-def fit_record(cls, data, C, note):
-    """Fit ``cls(C)`` on ``data``; the row of the table (dict)."""
+def fit_record(cls, data, C, note, setting=None):
+    """Fit ``cls(C, **setting)`` on ``data``; the row of the table (dict)."""
     from sklearn.exceptions import ConvergenceWarning
 
-    est = make_estimator(cls, C)
+    est = make_estimator(cls, C, setting)
     fit = _fit_call(est, data)
     error = None
     with warnings.catch_warnings(record=True) as caught:
@@ -368,7 +379,8 @@ def fit_record(cls, data, C, note):
     tied_w = [str(w.message) for w in caught
               if not issubclass(w.category, ConvergenceWarning) and "same score" in str(w.message)]
     row = {"estimator": cls.__name__, "dataset": data.name, "n": int(data.shape[0]),
-           "d": int(data.shape[1]), "C": C, "C_R2": None if C is None else
+           "d": int(data.shape[1]), "C": C, "setting": dict(setting or {}),
+           "C_R2": None if C is None else
            float(C) * max_sq_row_norm(data.X), "time": seconds,
            "conv_warnings": len(conv_w), "tied": bool(tied_w),
            "warning_text": conv_w[0][:400] if conv_w else None, "note": note, "error": error,
@@ -544,8 +556,11 @@ def default_Cs(cls):
     return [None] if Cs is None else [float(c) for c in Cs]
 
 
-def fmt_C(C):
-    return "-" if C is None else f"{C:g}"
+def fmt_C(C, setting=None):
+    text = "-" if C is None else f"{C:g}"
+    if setting:
+        text += " (" + ", ".join(f"{k}={v}" for k, v in setting.items()) + ")"
+    return text
 
 
 def fmt_gap(g, bound=False):
@@ -558,7 +573,7 @@ def fmt_conv(c):
 
 def progress_line(i, total, r):
     err = f"  ERROR {r['error'][:120]}" if r["error"] else ""
-    return (f"[{i}/{total}] {r['estimator']:<12} {r['dataset']:<28} C={fmt_C(r['C']):<7} "
+    return (f"[{i}/{total}] {r['estimator']:<12} {r['dataset']:<28} C={fmt_C(r['C'], r.get('setting')):<7} "
             f"it={r['iter'] if r['iter'] is not None else '-':>5} "
             f"gap={fmt_gap(r['gap'], r.get('gap_is_bound')):>9} "
             f"conv={fmt_conv(r['converged']):<3} {r['time']:7.1f} s  warn={r['conv_warnings']}"
@@ -583,9 +598,10 @@ def summarise(rows):
             if r["converged"]:
                 s["converged"] += 1
                 if r.get("gap64") is not None and r["gap64"] > r["tol"]:
-                    s["gap64_above_tol"].append(f"{r['dataset']}@{fmt_C(r['C'])}")
+                    s["gap64_above_tol"].append(
+                        f"{r['dataset']}@{fmt_C(r['C'], r.get('setting'))}")
             else:
-                s["unconverged"].append(f"{r['dataset']}@{fmt_C(r['C'])}")
+                s["unconverged"].append(f"{r['dataset']}@{fmt_C(r['C'], r.get('setting'))}")
     return out
 
 
@@ -613,7 +629,7 @@ def table_lines(rows):
                              r["error"] or "") if x]
         cr2 = "-" if r["C_R2"] is None else f"{r['C_R2']:.3g}"
         lines.append(f"| {r['estimator']} | {r['dataset']} | {r['n']} x {r['d']} | "
-                     f"{fmt_C(r['C'])} | {cr2} | {r['iter'] if r['iter'] is not None else '-'} "
+                     f"{fmt_C(r['C'], r.get('setting'))} | {cr2} | {r['iter'] if r['iter'] is not None else '-'} "
                      f"| {fmt_gap(r['gap'], r.get('gap_is_bound'))} | "
                      f"{'-' if r.get('gap64') is None else format(r['gap64'], '.1e')} | "
                      f"{r['time']:.2f} | {fmt_conv(r['converged'])} | "
@@ -650,16 +666,17 @@ def run_convergence(args):
         kind = estimator_kind(cls)
         for ds in datasets:
             if kind_of(ds) == kind:
-                plan += [(cls, ds, C) for C in default_Cs(cls)]
+                plan += [(cls, ds, C, p) for p in default_settings(cls)
+                         for C in default_Cs(cls)]
     if not plan:
         raise SystemExit("nothing to run: no estimator in --estimators takes a dataset in "
                          "--datasets (flat: breast_cancer, keel, w8a, reuters; latent: mil, "
                          "animals; HOBSVM/HOAPSVM: cora)")
     log(f"{len(plan)} fits: {len(classes)} estimator(s) x {len(datasets)} dataset(s) x their "
-        "default C grids")
+        "default C grids (and default sweep settings of other parameters)")
     cache, rows, skipped = {}, [], []
     t_all = time.perf_counter()
-    for i, (cls, ds, C) in enumerate(plan, 1):
+    for i, (cls, ds, C, setting) in enumerate(plan, 1):
         if ds not in cache:
             try:
                 t0 = time.perf_counter()
@@ -675,7 +692,7 @@ def run_convergence(args):
         data, note = cache[ds], ""
         if (cls.__name__, ds) in SUBSAMPLE:
             data, note = subsample(data, SUBSAMPLE[(cls.__name__, ds)])
-        r = fit_record(cls, data, C, note)
+        r = fit_record(cls, data, C, note, setting)
         rows.append(r)
         log(progress_line(i, len(plan), r))
     total = time.perf_counter() - t_all
@@ -697,8 +714,8 @@ def write_convergence(args, header, rows, summary, skipped, total):
             *[f"- {h}" for h in header],
             f"- Command: `{cmd}`; total {total:.0f} s; load average at end "
             f"{os.getloadavg()[0]:.1f}",
-            "- One fit per (estimator, dataset, C of `_default_Cs`) with the estimator's "
-            "defaults; columns and data are described in `bench/README.md` (section "
+            "- One fit per (estimator, dataset, C of `_default_Cs`, setting of "
+            "`_default_param_grid`) with the estimator's defaults; columns and data are described in `bench/README.md` (section "
             "\"Convergence at the defaults\") and the script's docstring.", ""]
     if skipped:
         text += [f"Skipped (data not found under `--data-dir`): {', '.join(skipped)}.", ""]

@@ -225,8 +225,9 @@ def _sweep(X, y, bags, est, Cs, train):
     """Inner CV on the training bags; every C also refit on all of them in the same call."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
+        # param_grid={}: J and c are this bench's own grid (the loop in nested_cv).
         return jaxrank.sweep(X, y, groups=bags, model=est, Cs=Cs, cv=INNER_CV, where=train,
-                             random_state=0, refit="joint")
+                             random_state=0, refit="joint", param_grid={})
 
 
 def nested_cv(name, X, bags, y, quick=False, log=print, methods=None, on_method=None):
@@ -354,6 +355,7 @@ def supervision_sweep(name, Z, labels, targets, Cs, log=print, n_bags=100, T=10)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
                     r = jaxrank.sweep(Xs, y, groups=bags, model=est, Cs=Cs[method], cv=masks,
+                                      param_grid={},
                                       refit=False, return_weights=True)
                 for ci in range(len(Cs[method])):
                     aps = []

@@ -3,7 +3,7 @@
     jaxrank train [--model NAME] [-c C] TRAIN MODEL
     jaxrank predict MODEL DATA [-o scores.txt]
     jaxrank evaluate MODEL DATA
-    jaxrank sweep TRAIN [--model NAME] [--Cs auto|0.1,1,10] [--cv 5]
+    jaxrank sweep TRAIN [--model NAME] [--Cs auto|0.1,1,10] [--grid NAME=V1,V2] [--cv 5]
                   [--task-column COL ...] [--tasks all|CLASS,...] [--output-prefix P]
     jaxrank demo
 
@@ -105,6 +105,45 @@ def _param(text):
         return key, json.loads(value)
     except json.JSONDecodeError:
         return key, value
+
+
+def _grid_param(text):
+    """A ``--grid NAME=V1,V2,...`` option: ``(NAME, [values])``, each value JSON
+    when it parses as JSON, else the text itself; ``none``: no other parameter."""
+    if text == "none":
+        return None
+    key, sep, values = text.partition("=")
+    if not sep or not key or not values:
+        raise argparse.ArgumentTypeError(f"expected NAME=V1,V2,... or none, got {text!r}")
+    out = []
+    for v in values.split(","):
+        try:
+            out.append(json.loads(v))
+        except json.JSONDecodeError:
+            out.append(v)
+    return key, out
+
+
+def _param_grid(cls, given):
+    """``param_grid`` of ``sweep`` from the ``--grid`` options (``None``: the
+    model's default grid; ``--grid none``: ``{}``)."""
+    if not given:
+        return None
+    if None in given:
+        if len(given) > 1:
+            raise ValueError("--grid none tunes C only; it cannot be combined with other "
+                             "--grid options.")
+        return {}
+    names = set(cls().get_params())
+    grid = {}
+    for key, values in given:
+        if key not in names or key == "C":
+            raise ValueError(f"--grid {key}: {cls.__name__} has no such parameter besides C "
+                             f"(give C values with --Cs); it has {sorted(names - {'C'})}.")
+        if key in grid:
+            raise ValueError(f"--grid {key} is given twice.")
+        grid[key] = values
+    return grid
 
 
 def _estimator_params(cls, args):
@@ -592,12 +631,18 @@ def cmd_sweep(args):
         **({"bags": groups} if bags_model else {"groups": groups}),
         random_state=args.seed, task_names=names, refit=False, verbose=not args.quiet,
         progress=not args.quiet, batch_size=args.batch_size, devices=_devices(args),
-        **params,
+        param_grid=_param_grid(cls, args.grid), **params,
     )
     mean = res.mean_val_ap  # [T, G]
     F = res.val_ap.shape[2]
-    head = ["C"] + [str(n) for n in names] + ["mean"]
+    extra = list(res.params[0]) if res.params else []  # the other tuned parameters
+    head = ["C"] + extra + [str(n) for n in names] + ["mean"]
     widths = [max(8, len(h)) for h in head]
+    for i, k in enumerate(extra, start=1):
+        widths[i] = max([widths[i]] + [len(str(p[k])) for p in res.params])
+    for t, p in enumerate(res.best_params):
+        i = 1 + len(extra) + t
+        widths[i] = max([widths[i]] + [len(str(v)) for v in p.values()])
     score = "AP over bags" if bags_model else "MAP" if groups is not None else "AP"
     if (names == ["label"] or bags_model) and not getattr(args, "quiet", False):
         print(_positive_class_text(cls(**params), _sweep_classes(Y, params.get("pos_label"))))
@@ -605,10 +650,14 @@ def cmd_sweep(args):
           f"({res.n_fits} fits, model {args.model}):")
     print(_fmt_row(head, widths))
     for g, C in enumerate(res.Cs):
-        cells = [f"{C:g}"] + [f"{mean[t, g]:.4f}" for t in range(T)] + [
-            f"{mean[:, g].mean():.4f}"]
+        cells = [f"{C:g}"] + [str(res.params[g][k]) for k in extra] + [
+            f"{mean[t, g]:.4f}" for t in range(T)] + [f"{mean[:, g].mean():.4f}"]
         print(_fmt_row(cells, widths))
-    print(_fmt_row(["chosen C"] + [f"{c:g}" for c in res.best_C] + [""], widths))
+    print(_fmt_row(["chosen C"] + [""] * len(extra) + [f"{c:g}" for c in res.best_C] + [""],
+                   widths))
+    for k in extra:
+        print(_fmt_row([f"chosen {k}"] + [""] * len(extra) + [
+            str(p[k]) for p in res.best_params] + [""], widths))
     say(f"{int(res.converged.sum())}/{res.converged.size} fits converged; "
         f"{res.cv_time:.1f} s including compilation")
     with open(outputs[0], "w", newline="") as fh:
@@ -621,6 +670,9 @@ def cmd_sweep(args):
         "Cs": [float(c) for c in res.Cs], "tasks": [str(n) for n in names],
         "mean_val_ap": {str(n): [float(v) for v in mean[t]] for t, n in enumerate(names)},
         "best_C": {str(n): float(c) for n, c in zip(names, res.best_C)},
+        **({"params": res.params,
+            "best_params": {str(n): p for n, p in zip(names, res.best_params)}}
+           if extra else {}),
         "n_fits": res.n_fits, "n_converged": int(res.converged.sum()),
         "grid_extensions": res.extensions, "seconds": res.cv_time,
         "settings": {k: v for k, v in params.items()} | {"seed": args.seed},
@@ -758,6 +810,13 @@ def build_parser():
     sw.add_argument("--Cs", type=_grid, default="auto",
                     help="comma-separated C grid, or 'auto' (default): the model's own "
                     "grid, extended while the best C sits at an edge")
+    sw.add_argument("--grid", type=_grid_param, action="append", default=None,
+                    metavar="NAME=V1,V2,...",
+                    help="another parameter to cross-validate with C (repeatable; every "
+                    "combination is fitted over the C grid), or 'none' (C only). Default: "
+                    "the model's own grid of other parameters (latent-svm: "
+                    "J=balanced,balanced*0.1 and c=0,0.3; none for the other models), "
+                    "without those fixed by --param")
     sw.add_argument("--cv", type=_positive_int, default=5, help="CV folds (default 5)")
     sw.add_argument("--task-column", type=int, nargs="+", default=None, metavar="COL",
                     help="label column(s) of a .csv/.npy TRAIN (0-based, negative from the "

@@ -636,6 +636,60 @@ def test_sweep_folds_are_whole_bags_scored_by_their_best_candidate(name, bagged)
                                    rtol=1e-5)
 
 
+def test_balanced_J_times_a_factor_is_that_multiple_of_the_balanced_weight(bagged):
+    """``J="balanced*f"`` is ``f (|P| + |N|) / |P|`` with ``N`` the negative
+    candidates (``c = 0``): 6 positive bags, 6 negative bags of 3 candidates."""
+    X, y, bags, _ = bagged
+    n_pos = int(y.sum())
+    n_neg_cand = int(np.isin(bags, np.unique(bags)[y == 0]).sum())
+    unit = (n_pos + n_neg_cand) / n_pos
+    kw = dict(C=1.0, n_init=1, random_state=0, max_iter=300)
+    for f in (0.1, 1.0):
+        a = jaxrank.LatentSVM(J=f"balanced*{f}", **kw).fit(X, y, bags=bags)
+        b = jaxrank.LatentSVM(J=f * unit, **kw).fit(X, y, bags=bags)
+        np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-6, atol=1e-7)
+    for bad in ("balanced*0", "balanced*-1", "balanced*x", "balanced*", "Balanced", "2"):
+        with pytest.raises(ValueError, match="J must be"):
+            jaxrank.LatentSVM(J=bad).fit(X, y, bags=bags)
+
+
+def test_sweep_tunes_J_and_c_of_the_latent_svm_by_default(bagged):
+    """The latent SVM's ``J`` and ``c`` left at their defaults are
+    cross-validated with ``C`` (every setting equals a sweep with that setting
+    fixed); a parameter given in ``**params`` or set on the instance is kept."""
+    X, y, bags, _ = bagged
+    kw = dict(bags=bags, Cs=[0.1, 1.0], cv=2, random_state=0)
+    fixed = dict(n_init=1, random_state=0, max_iter=300)
+    grid = jaxrank.LatentSVM._default_param_grid
+    res = jaxrank.sweep(X, y, model=jaxrank.LatentSVM(**fixed), refit=True, **kw)
+    settings = [{"J": J, "c": c} for J in grid["J"] for c in grid["c"]]
+    assert res.params == [p for p in settings for _ in range(2)]
+    np.testing.assert_array_equal(res.Cs, np.tile([0.1, 1.0], len(settings)))
+    for s, p in enumerate(settings):
+        one = jaxrank.sweep(X, y, model=jaxrank.LatentSVM(**p, **fixed), refit=False,
+                            param_grid={}, **kw)
+        assert one.params == [{}, {}]
+        np.testing.assert_allclose(res.val_ap[:, 2 * s:2 * s + 2], one.val_ap, atol=1e-6)
+        np.testing.assert_allclose(res.objective[:, 2 * s:2 * s + 2], one.objective,
+                                   rtol=1e-5)
+    b = int(np.argmax(res.mean_val_ap[0]))
+    assert res.best_params == [res.params[b]] and res.best_C[0] == res.Cs[b]
+    est = res.best_estimators[0]
+    assert {k: est.get_params()[k] for k in ("J", "c")} == res.params[b]
+    ref = jaxrank.LatentSVM(C=res.Cs[b], **res.params[b], **fixed).fit(X, y, bags=bags)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-5, atol=1e-6)
+    one = jaxrank.sweep(X, y, model=jaxrank.LatentSVM(**fixed), refit=True, **kw,
+                        param_grid={"J": ["balanced*0.1"], "c": [0.3]})
+    assert (one.best_estimators[0].J, one.best_estimators[0].c) == ("balanced*0.1", 0.3)
+    # c given: only J is tuned; every fit keeps c = 0.3.
+    for model, params in ((jaxrank.LatentSVM(**fixed), {"c": 0.3}),
+                          (jaxrank.LatentSVM(c=0.3, **fixed), {})):
+        part = jaxrank.sweep(X, y, model=model, refit=True, **kw, **params)
+        assert [p["J"] for p in part.params[::2]] == list(grid["J"])
+        assert all("c" not in p for p in part.params)
+        assert part.best_estimators[0].c == 0.3
+
+
 # ---------------------------------------------------------------------------
 # Real multiple-instance data (smoke tests).
 # ---------------------------------------------------------------------------

@@ -118,6 +118,59 @@ def test_second_sweep_with_equal_shapes_does_not_recompile(scene, swept, caplog)
     assert np.all(np.isfinite(again.val_ap))
 
 
+def test_param_grid_settings_equal_one_sweep_each_and_refit_their_best(scene):
+    """Each setting of ``param_grid`` gives the fits of a sweep with that
+    parameter fixed; the refit of a task uses its best (setting, C)."""
+    X, Y = scene
+    kw = dict(model="svm", Cs=[0.01, 1.0], cv=CV, random_state=0, tol=TOL)
+    res = jaxrank.sweep(X, Y, param_grid={"pos_weight": np.array([1.0, 4.0])}, **kw)
+    assert res.val_ap.shape == (2, 4, CV)
+    np.testing.assert_array_equal(res.Cs, [0.01, 1.0, 0.01, 1.0])
+    assert res.params == [{"pos_weight": 1.0}] * 2 + [{"pos_weight": 4.0}] * 2
+    assert all(type(p["pos_weight"]) is float for p in res.params)  # not NumPy scalars
+    for s, pw in enumerate([1.0, 4.0]):
+        one = jaxrank.sweep(X, Y, pos_weight=pw, refit=False, **kw)
+        assert one.params == [{}, {}] and one.val_ap.shape == (2, 2, CV)
+        np.testing.assert_allclose(res.val_ap[:, 2 * s:2 * s + 2], one.val_ap, atol=1e-6)
+        np.testing.assert_allclose(res.objective[:, 2 * s:2 * s + 2], one.objective,
+                                   rtol=1e-4)
+    best = res.mean_val_ap.argmax(axis=1)
+    for t in range(2):
+        est = res.best_estimators[t]
+        assert res.best_params[t] == res.params[best[t]]
+        assert est.C == res.Cs[best[t]] and est.pos_weight == res.params[best[t]]["pos_weight"]
+        ref = jaxrank.BinarySVM(C=est.C, pos_weight=est.pos_weight, tol=TOL).fit(X, Y[:, t])
+        np.testing.assert_allclose(est.objective_, ref.objective_, rtol=1e-3)
+    rows = res.rows()
+    assert len(rows) == 2 * 4 * CV and rows[0]["pos_weight"] == 1.0
+    assert rows[-1]["pos_weight"] == 4.0 and rows[-1]["C"] == 1.0
+
+
+def test_param_grid_with_auto_extends_C_for_every_setting(scene):
+    X, Y = scene
+    res = jaxrank.sweep(X, Y[:, 0], model="svm", Cs="auto", cv=CV, random_state=0,
+                        refit=False, max_extensions=1, max_iter=300,
+                        param_grid={"pos_weight": [1.0, 2.0]})
+    G = res.Cs.size // 2
+    np.testing.assert_array_equal(res.Cs[:G], res.Cs[G:])
+    assert G == len(jaxrank.BinarySVM._default_Cs) + 2 * res.extensions
+    assert res.params == [{"pos_weight": 1.0}] * G + [{"pos_weight": 2.0}] * G
+
+
+def test_param_grid_rejects_bad_grids_before_fitting(scene):
+    X, Y = scene
+    for grid, err, match in [
+        ({"C": [1.0]}, ValueError, "pass its grid as Cs="),
+        ({"nope": [1.0]}, ValueError, "has no parameter 'nope'"),
+        ({"pos_weight": []}, ValueError, "is empty"),
+        ({"pos_weight": "1,2"}, TypeError, "must be a list"),
+        ([("pos_weight", [1.0])], TypeError, "must be a dict"),
+        ({"pos_weight": [1.0, -1.0]}, ValueError, "pos_weight"),
+    ]:
+        with pytest.raises(err, match=match):
+            jaxrank.sweep(X, Y, model="svm", Cs=[1.0], cv=CV, param_grid=grid)
+
+
 def test_stratified_fold_masks_are_the_stratifiedkfold_splits(scene):
     _, Y = scene
     masks = ms.stratified_fold_masks(Y[:, 0] > 0, CV, random_state=0)

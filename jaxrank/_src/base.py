@@ -1392,7 +1392,9 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
 
     A subclass defines ``__init__`` (hyperparameters only, no logic),
     ``_parameter_constraints``, ``_default_Cs`` (its grid on its own ``C``
-    scale) and the hooks
+    scale), optionally ``_default_param_grid`` (a dict: other parameters that
+    :func:`jaxrank.sweep` cross-validates with ``C`` by default, each mapped to
+    a tuple of values, the class default first) and the hooks
 
     * ``_model(static)``: the frozen structured model, from the static
       facts of the problems (e.g. the most positives of a task);
@@ -1427,6 +1429,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         "pos_label": "no_validation",  # checked against the labels by fit
     }
     _default_Cs = (0.01, 0.1, 1.0, 10.0)
+    _default_param_grid = {}
     _supports_groups = False
     # How the CLI feeds a data file's qid: column and --edges to this class:
     # ``_groups_param`` is the fit keyword that receives the qid column (None:

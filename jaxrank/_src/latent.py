@@ -860,11 +860,12 @@ class LatentEstimator(StructuredSVM):
         ``"balanced"`` is the paper's unit ``(|P| + |N|) / |P|`` with ``N``
         counted in the examples that carry a negative hinge: the kept negative
         candidates ``n_neg_kept [M]`` of each fit, so the positive bags' total
-        weight ``J |P|`` equals the negative candidates' (not the negative bags').
+        weight ``J |P|`` equals the negative candidates' (not the negative
+        bags'); ``"balanced*f"`` is ``f`` times that unit.
         """
         J = getattr(self, "J", 1.0)
         if isinstance(J, str):
-            return (n_pos + n_neg_kept) / np.maximum(n_pos, 1)
+            return balanced_factor(J) * (n_pos + n_neg_kept) / np.maximum(n_pos, 1)
         return np.full(n_pos.shape, float(J))
 
     def _kept_negative_candidates(self, data, positive, where):
@@ -1378,6 +1379,32 @@ class LatentSSVM(_APLatentEstimator):
         return LatentSSVMModel(kp=int(static["max_pos"]), method=self.inference)
 
 
+def balanced_factor(J):
+    """The factor ``f`` of a ``J`` given as ``"balanced"`` (1) or ``"balanced*f"``.
+
+    Args:
+        J: a str, ``"balanced"`` or ``"balanced*f"`` with ``f`` a number
+            ``> 0`` that is finite in float32 (e.g. ``"balanced*0.1"``).
+
+    Returns:
+        ``f`` as a Python float.
+
+    Raises:
+        ValueError: any other string, or ``f`` not ``> 0`` and finite.
+    """
+    if J == "balanced":
+        return 1.0
+    head, sep, tail = J.partition("*")
+    try:
+        f = float(tail) if head.strip() == "balanced" and sep else None
+    except ValueError:
+        f = None
+    if f is None or not (np.isfinite(np.float32(f)) and np.float32(f) > 0):
+        raise ValueError(f"J must be a number > 0, 'balanced' or 'balanced*f' with a number "
+                         f"f > 0 (f times the balanced weight); got {J!r}.")
+    return f
+
+
 class LatentSVM(LatentEstimator):
     __doc__ = r"""Latent SVM with positive weight ``J`` and robustness fraction ``c`` (§5 baseline).
 
@@ -1397,15 +1424,21 @@ class LatentSVM(LatentEstimator):
     (:class:`LatentSVMModel`, dual coordinate ascent in
     :func:`jaxrank.solvers.fit_many`). ``C`` is on the ``LinearSVC`` scale
     (sum of hinges). The paper's grids are ``C in 10^-3..10^4``, ``J in
-    (|P| + |N|) / |P| x 10^-4..10`` and ``c in 0, 0.1, ..., 0.9``.
+    (|P| + |N|) / |P| x 10^-4..10`` and ``c in 0, 0.1, ..., 0.9``;
+    :func:`jaxrank.sweep` tunes ``J in {"balanced", "balanced*0.1"}`` and
+    ``c in {0, 0.3}`` with ``C`` by default (``_default_param_grid``; the
+    values its inner cross-validation chose on the MIL sets of
+    ``bench/latent.py``).
 
     Args:
         C: trade-off ``> 0``; the default grid (``_default_Cs``, used by
             :func:`jaxrank.sweep`) spans ``10^-4``-``1``: with the balanced
             ``J`` a positive bag's hinge weighs ``C J``, ``C`` times one plus
             the negative candidates per positive bag.
-        J: weight ``> 0`` of the positive bags' hinges, or ``"balanced"``
+        J: weight ``> 0`` of the positive bags' hinges, ``"balanced"``
             (default): ``(|P| + |N|) / |P|``, the unit of the paper's grid,
+            or ``"balanced*f"``: ``f > 0`` times that unit (e.g.
+            ``"balanced*0.1"``, the default grid's other value),
             with ``|P|`` the positive bags and ``|N|`` the negative
             candidates that carry a hinge (all but the ignored fraction
             ``c``) of each fit, so both classes weigh the same in the hinge
@@ -1418,7 +1451,8 @@ class LatentSVM(LatentEstimator):
     Attributes:{ATTRS}
 
     Raises:
-        ValueError: in ``fit``, ``J <= 0``, ``c`` outside ``[0, 1)`` and the
+        ValueError: in ``fit``, ``J <= 0`` or a string other than
+            ``"balanced"`` / ``"balanced*f"`` (``f > 0``), ``c`` outside ``[0, 1)`` and the
             bad inputs listed in :meth:`LatentEstimator.fit`.
 
     References:
@@ -1430,11 +1464,12 @@ class LatentSVM(LatentEstimator):
 
     _parameter_constraints = {
         **LatentEstimator._parameter_constraints,
-        "J": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"})],
+        "J": [Interval(Real, 0, None, closed="neither"), str],
         "c": [Interval(Real, 0, 1, closed="left")],
         "fit_intercept": ["boolean"],
     }
     _default_Cs = (0.0001, 0.001, 0.01, 0.1, 1.0)
+    _default_param_grid = {"J": ("balanced", "balanced*0.1"), "c": (0.0, 0.3)}
     _learns_intercept = True
 
     def __init__(self, C=1.0, *, J="balanced", c=0.0, fit_intercept=True, max_outer_iter=30,
@@ -1459,7 +1494,9 @@ class LatentSVM(LatentEstimator):
         super()._check_params()
         from jaxrank._src.base import check_positive_float32
 
-        if not isinstance(self.J, str):
+        if isinstance(self.J, str):
+            balanced_factor(self.J)
+        else:
             check_positive_float32(self.J, "J")
 
     def _features(self):

@@ -25,11 +25,24 @@ edge), adds two more values beyond that edge (same log spacing) and fits only
 the new ones,
 at most ``max_extensions`` times (default 3) and never beyond ``[1e-6,
 1e8]``.
+
+**Other parameters.** ``param_grid`` (a dict of estimator parameters, each
+with a list of values) cross-validates them together with ``C``: every
+setting of their product is one more compiled call over the ``C`` grid (one
+compilation when the setting changes only traced problem data, as ``J`` and
+``c`` of :class:`~jaxrank.LatentSVM`), and the grid axis of the result runs
+over (setting, ``C``), setting-major. ``param_grid=None`` takes the
+estimator's default (``type(est)._default_param_grid``; empty but for the
+latent SVM) for the parameters left at their class defaults; ``{}`` tunes
+``C`` only. ``Cs="auto"`` extends ``C`` for
+every setting at once, at the edge where the best (setting, ``C``) of a task
+sits.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 
 import jax
@@ -58,21 +71,27 @@ _C_RANGE = (1e-6, 1e8)
 
 @dataclasses.dataclass
 class SweepResult:
-    """Result of :func:`sweep`. Arrays are NumPy; axes are (task, C, fold).
+    """Result of :func:`sweep`. Arrays are NumPy; axes are (task, grid, fold).
+
+    The grid axis runs over the ``C`` values, once per setting of the other
+    parameters of ``param_grid`` (setting-major); without such parameters
+    it is the ``C`` grid itself.
 
     Attributes:
         model: registry name of the estimator (``"apsvm"``, ``"svm"``, ...).
-        Cs: ``[G]`` float64 grid.
+        Cs: ``[G]`` float64: the ``C`` of each grid column.
         val_ap: ``[T, G, F]`` validation AP of each fit.
         objective: ``[T, G, F]`` training objective at the returned weights.
         dual: ``[T, G, F]`` certified lower bound on the optimum.
         num_steps: ``[T, G, F]`` int, calls of loss-augmented inference.
         converged: ``[T, G, F]`` bool, relative duality gap ``<= tol``.
         val_masks: ``[T, F, n]`` bool validation masks.
-        best_index: ``[T]`` int, argmax over ``C`` of the mean validation AP.
+        best_index: ``[T]`` int, argmax over the grid of the mean validation
+            AP (first on ties).
         best_C: ``[T]`` float, the chosen ``C`` per task.
         best_estimators: ``T`` fitted estimators (the model class with
-            ``best_C[t]``, refit on all samples); empty if ``refit=False``.
+            ``best_C[t]`` and ``best_params[t]``, refit on all samples); empty
+            if ``refit=False``.
         cv_time: seconds of the batched CV calls (includes compilation).
         refit_time: seconds of the batched refit (includes compilation).
         task_names: ``T`` names (column indices unless given).
@@ -81,6 +100,9 @@ class SweepResult:
         weights: ``[T, G, F, dim]`` weights of every fit with
             ``return_weights=True`` (``dim = d``, ``+ 1`` with an intercept,
             last), else ``None``.
+        params: ``G`` dicts, the ``param_grid`` setting of each grid column
+            (empty dicts when only ``C`` is tuned).
+        best_params: ``T`` dicts, the chosen setting per task.
     """
 
     model: str
@@ -99,6 +121,8 @@ class SweepResult:
     task_names: list
     extensions: int = 0
     weights: np.ndarray | None = None
+    params: list = dataclasses.field(default_factory=list)
+    best_params: list = dataclasses.field(default_factory=list)
 
     @property
     def mean_val_ap(self):
@@ -118,7 +142,8 @@ class SweepResult:
             for g in range(G):
                 for f in range(F):
                     out.append({
-                        "task": self.task_names[t], "C": float(self.Cs[g]), "fold": f,
+                        "task": self.task_names[t], "C": float(self.Cs[g]),
+                        **(self.params[g] if self.params else {}), "fold": f,
                         "val_ap": float(self.val_ap[t, g, f]),
                         "objective": float(self.objective[t, g, f]),
                         "dual": float(self.dual[t, g, f]),
@@ -344,13 +369,15 @@ def sweep(
     verbose=False,
     max_extensions=3,
     return_weights=False,
+    param_grid=None,
     **params,
 ):
     r"""Cross-validate ``C`` of a structured SVM for one or many tasks, batched.
 
     Every (task, C, fold) fit runs in a single compiled call (work queues of
-    ``batch_size`` ``vmap``-ed fits per device, module docstring), then the
-    best ``C`` of each task is refit on all samples in a second call.
+    ``batch_size`` ``vmap``-ed fits per device, module docstring; one call per
+    setting of ``param_grid``), then the best ``C`` (and setting) of each task
+    is refit on all samples in a second call.
 
     Args:
         X: ``[n, d]`` dense array or ``scipy.sparse`` matrix (kept sparse).
@@ -408,6 +435,14 @@ def sweep(
         max_extensions: with ``Cs="auto"``, the most grid extensions.
         return_weights: also return the weights of every CV fit
             (``SweepResult.weights``).
+        param_grid: other estimator parameters to cross-validate with ``C``:
+            a dict mapping each name to a list of values (every setting of
+            their product is fitted over the ``C`` grid; module docstring);
+            ``None`` (default): the estimator's ``_default_param_grid`` (the
+            latent SVM's ``J`` and ``c``; none for the other models) for the
+            parameters left at their class defaults (a parameter given in
+            ``**params`` or set away from its default on a ``model``
+            instance stays fixed); ``{}``: ``C`` only.
         **params: other parameters of the estimator (e.g. ``k=0.25`` for
             ``"apsvm-appx"``, ``tol``, ``max_iter``, ``pos_label``: the
             label of the positive class of a two-label ``Y``; default the
@@ -426,14 +461,19 @@ def sweep(
             with sparse ``X`` or ``groups``; a graph model (it needs
             ``edges``); a latent model without ``bags`` (or ``bags`` for
             another model); ``cv < 2``; a ``pos_label`` that is not one of
-            the labels.
+            the labels; a ``param_grid`` with ``C``, an unknown parameter,
+            an empty list or a value the estimator refuses.
         TypeError: a model that is not a structured SVM (KernelRank has no
             ``C``) or not a model at all (``None``), a ``cv`` that is neither
             an int, a splitter nor bool masks, non-numeric input, a non-int
-            ``batch_size``.
+            ``batch_size``, a ``param_grid`` that is not a dict of lists.
     """
     est = _resolve(model, params)
     est._check_params()
+    settings = _param_settings(est, param_grid, params)
+    ests = [clone(est).set_params(**p) if p else est for p in settings]
+    for e in ests:
+        e._check_params()
     auto = isinstance(Cs, str)
     if auto and Cs != "auto":
         raise ValueError(f"Cs must be None, 'auto' or a grid of numbers; got {Cs!r}.")
@@ -466,10 +506,25 @@ def sweep(
     run = (data, positive, where, run_masks)
     if is_device_grid(devices):
         run = _grid_layout(data, positive, where, run_masks, groups, devices)
-    out, cv_time = _run(est, *run, grid, groups, batch_size, devices, progress, verbose)
+
+    def run_all(Cs):
+        """Every setting's fits over ``Cs``: arrays ``[T, S, G, F, ...]``."""
+        outs, total = [], 0.0
+        for e, p in zip(ests, settings):
+            if p:
+                _say(verbose, "setting " + ", ".join(f"{k}={v!r}" for k, v in p.items()))
+            o, dt = _run(e, *run, Cs, groups, batch_size, devices, progress, verbose)
+            outs.append(o)
+            total += dt
+        stacked = [np.stack([o[i] for o in outs], axis=1) for i in range(len(outs[0]) - 1)]
+        return stacked + [{k: np.stack([o[-1][k] for o in outs], axis=1)
+                           for k in outs[0][-1]}], total
+
+    out, cv_time = run_all(grid)
     extensions = 0
     while auto and extensions < int(max_extensions):
-        high, low = _at_edges(out[0].mean(axis=-1))
+        mean = out[0].mean(axis=-1)  # [T, S, G]
+        high, low = _at_edges(np.where(np.isnan(mean), -np.inf, mean).max(axis=1))
         step = np.log10(grid[1] / grid[0]) if grid.size > 1 else 1.0
         new = []
         if np.any(high):
@@ -484,15 +539,20 @@ def sweep(
             new = [c for c in new if c * R <= _SCALE_MAX]
         if not new:
             break
-        more, dt = _run(est, *run, np.asarray(new), groups, batch_size, devices, progress,
-                        verbose)
+        more, dt = run_all(np.asarray(new))
         cv_time += dt
-        cat = (lambda a, b: np.concatenate([a, b], axis=1)) if place == "high" else (
-            lambda a, b: np.concatenate([b, a], axis=1))
+        cat = (lambda a, b: np.concatenate([a, b], axis=2)) if place == "high" else (
+            lambda a, b: np.concatenate([b, a], axis=2))
         grid = np.r_[grid, new] if place == "high" else np.r_[new, grid]
         out = [cat(a, b) for a, b in zip(out[:-1], more[:-1])] + [
             {k: cat(out[-1][k], more[-1][k]) for k in out[-1]}]
         extensions += 1
+    # Flatten (setting, C) into one grid axis, setting-major.
+    S, G = len(settings), grid.size
+    flat = lambda a: a.reshape((T, S * G) + a.shape[3:])  # noqa: E731
+    out = [flat(a) for a in out[:-1]] + [{k: flat(v) for k, v in out[-1].items()}]
+    Cs_flat = np.tile(grid, S)
+    params_flat = [dict(p) for p in settings for _ in range(G)]
     val_ap, obj, dual, steps, conv, W, extras = out
     full = None
     if joint:  # split off the fits on all samples
@@ -501,7 +561,8 @@ def sweep(
         val_ap, obj, dual, steps, conv, W = (a[:, :, :-1] for a in (val_ap, obj, dual, steps,
                                                                      conv, W))
     best = np.argmax(val_ap.mean(axis=-1), axis=1)
-    best_C = grid[best]
+    best_C = Cs_flat[best]
+    best_params = [dict(params_flat[b]) for b in best]
     estimators, refit_time = [], 0.0
     if joint:
         (f_obj, f_dual, f_steps, f_conv, f_W), f_extras = full
@@ -511,20 +572,65 @@ def sweep(
         res = FitResult(f_W[tt, best], f_obj[tt, best], f_dual[tt, best], f_steps[tt, best],
                         f_conv[tt, best])
         estimators = _estimators(est, data, positive, where, classes, best_C, res,
-                                 {k: v[tt, best] for k, v in f_extras.items()})
+                                 {k: v[tt, best] for k, v in f_extras.items()}, best_params)
     elif refit:
-        _say(verbose, f"refitting the best C of {T} task(s) in one call ...")
+        _say(verbose, f"refitting the best C of {T} task(s) in one call per setting ...")
         t0 = time.perf_counter()
-        estimators = _refit(est, data, positive, where, classes, best_C, groups, batch_size,
-                            devices, run[:3])
+        estimators = [None] * T
+        for s in np.unique(best // G):  # the tasks whose best setting is s
+            idx = np.flatnonzero(best // G == s)
+            sub = (run[0], run[1][idx], run[2][idx])
+            for t, e in zip(idx, _refit(ests[s], data, positive[idx], where[idx], classes,
+                                        best_C[idx], groups, batch_size, devices, sub)):
+                estimators[t] = e
         refit_time = time.perf_counter() - t0
         _say(verbose, f"  done in {refit_time:.1f} s")
     return SweepResult(
-        model=name_of(est), Cs=grid, val_ap=val_ap, objective=obj, dual=dual,
+        model=name_of(est), Cs=Cs_flat, val_ap=val_ap, objective=obj, dual=dual,
         num_steps=steps, converged=conv, val_masks=masks, best_index=best, best_C=best_C,
         best_estimators=estimators, cv_time=cv_time, refit_time=refit_time,
         task_names=names, extensions=extensions, weights=W if return_weights else None,
+        params=params_flat, best_params=best_params,
     )
+
+
+def _param_settings(est, param_grid, given):
+    """The settings (dicts) of the parameters ``sweep`` tunes besides ``C``.
+
+    ``param_grid=None``: the estimator's ``_default_param_grid``, without the
+    parameters the user set: those in ``given`` (``**params``) and those of
+    ``est`` away from the class default. Returns ``[{}]`` when only ``C`` is
+    tuned.
+
+    Raises:
+        TypeError: ``param_grid`` not a dict, or a value list that is a string
+            or not a sequence.
+        ValueError: an unknown parameter, ``C`` (use ``Cs``), or an empty list.
+    """
+    if param_grid is None:
+        default = type(est)().get_params(deep=False)
+        current = est.get_params(deep=False)
+        param_grid = {k: list(v) for k, v in type(est)._default_param_grid.items()
+                      if k not in given and type(current[k]) is type(default[k])
+                      and current[k] == default[k]}
+    if not isinstance(param_grid, dict):
+        raise TypeError("param_grid must be a dict mapping estimator parameters to lists of "
+                        f"values, or None; got {type(param_grid).__name__}.")
+    names = est.get_params(deep=False)
+    for k, v in param_grid.items():
+        if k == "C":
+            raise ValueError("param_grid must not hold 'C'; pass its grid as Cs=.")
+        if k not in names:
+            raise ValueError(f"param_grid: {type(est).__name__} has no parameter {k!r}; it has "
+                             f"{sorted(n for n in names if n != 'C')}.")
+        if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple, np.ndarray)):
+            raise TypeError(f"param_grid[{k!r}] must be a list of values; got {v!r}.")
+        if len(v) == 0:
+            raise ValueError(f"param_grid[{k!r}] is empty; expected at least one value.")
+    keys = list(param_grid)
+    plain = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
+    return [dict(zip(keys, map(plain, combo))) for combo in itertools.product(
+        *(list(param_grid[k]) for k in keys))]
 
 
 def _group_ids(est, groups, bags):
@@ -634,12 +740,14 @@ def _grid_layout(data, positive, where, masks, groups, grid):
             pad(np.asarray(where)), pad(masks))
 
 
-def _estimators(est, data, positive, where, classes, best_C, res, extras):
-    """One fitted estimator per task from ``[T]`` fit results."""
+def _estimators(est, data, positive, where, classes, best_C, res, extras, best_params=None):
+    """One fitted estimator per task from ``[T]`` fit results (with the
+    ``param_grid`` setting ``best_params[t]`` when given)."""
     T = positive.shape[0]
     out = []
     for t in range(T):
-        one = clone(est).set_params(C=float(best_C[t]))
+        one = clone(est).set_params(C=float(best_C[t]),
+                                    **(best_params[t] if best_params else {}))
         sl = lambda a, t=t: np.asarray(a)[t : t + 1]  # noqa: E731
         one._set_fitted(jax.tree_util.tree_map(sl, res),
                         {k: sl(v) for k, v in extras.items() if not k.startswith("_")},
