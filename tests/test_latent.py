@@ -624,7 +624,7 @@ def test_sweep_folds_are_whole_bags_scored_by_their_best_candidate(name, bagged)
     est = ESTIMATORS[name]().set_params(n_init=1)
     # cv=2, one C, n_init=1: the same 2 batched fits as the n_init=2 fits above.
     r = jaxrank.sweep(X, y, bags=bags, model=est, Cs=[est.C], cv=2, refit=False,
-                      return_weights=True)
+                      return_weights=True, param_grid={})
     assert r.val_ap.shape == (1, 1, 2) and r.val_masks.shape == (1, 2, B)
     ids = np.unique(bags)
     for f in range(2):
