@@ -815,7 +815,8 @@ def build_parser():
                     help="another parameter to cross-validate with C (repeatable; every "
                     "combination is fitted over the C grid), or 'none' (C only). Default: "
                     "the model's own grid of other parameters (latent-svm: "
-                    "J=balanced,balanced*0.1 and c=0,0.3; none for the other models), "
+                    "J=balanced,balanced*0.3,balanced*0.1 and c=0,0.1; none for the other "
+                    "models), "
                     "without those fixed by --param")
     sw.add_argument("--cv", type=_positive_int, default=5, help="CV folds (default 5)")
     sw.add_argument("--task-column", type=int, nargs="+", default=None, metavar="COL",

@@ -1425,10 +1425,10 @@ class LatentSVM(LatentEstimator):
     :func:`jaxrank.solvers.fit_many`). ``C`` is on the ``LinearSVC`` scale
     (sum of hinges). The paper's grids are ``C in 10^-3..10^4``, ``J in
     (|P| + |N|) / |P| x 10^-4..10`` and ``c in 0, 0.1, ..., 0.9``;
-    :func:`jaxrank.sweep` tunes ``J in {"balanced", "balanced*0.1"}`` and
-    ``c in {0, 0.3}`` with ``C`` by default (``_default_param_grid``; the
-    values its inner cross-validation chose on the MIL sets of
-    ``bench/latent.py``).
+    :func:`jaxrank.sweep` tunes ``J in {"balanced", "balanced*0.3",
+    "balanced*0.1"}`` and ``c in {0, 0.1}`` with ``C`` by default
+    (``_default_param_grid``; the values its inner cross-validation chose on
+    the MIL sets, ``bench/results/latent_svm_grid.md``).
 
     Args:
         C: trade-off ``> 0``; the default grid (``_default_Cs``, used by
@@ -1438,7 +1438,7 @@ class LatentSVM(LatentEstimator):
         J: weight ``> 0`` of the positive bags' hinges, ``"balanced"``
             (default): ``(|P| + |N|) / |P|``, the unit of the paper's grid,
             or ``"balanced*f"``: ``f > 0`` times that unit (e.g.
-            ``"balanced*0.1"``, the default grid's other value),
+            ``"balanced*0.1"``; the default sweep grid's other values),
             with ``|P|`` the positive bags and ``|N|`` the negative
             candidates that carry a hinge (all but the ignored fraction
             ``c``) of each fit, so both classes weigh the same in the hinge
@@ -1469,7 +1469,7 @@ class LatentSVM(LatentEstimator):
         "fit_intercept": ["boolean"],
     }
     _default_Cs = (0.0001, 0.001, 0.01, 0.1, 1.0)
-    _default_param_grid = {"J": ("balanced", "balanced*0.1"), "c": (0.0, 0.3)}
+    _default_param_grid = {"J": ("balanced", "balanced*0.3", "balanced*0.1"), "c": (0.0, 0.1)}
     _learns_intercept = True
 
     def __init__(self, C=1.0, *, J="balanced", c=0.0, fit_intercept=True, max_outer_iter=30,
