@@ -1445,7 +1445,9 @@ class LatentSVM(LatentEstimator):
             sum. Counting negative *bags* instead, or ``J = 1``, lets bags of
             many candidates outweigh the positives, and the fit can end at
             ``coef_ = 0``.
-        c: robustness fraction in ``[0, 1)``.
+        c: robustness fraction in ``[0, 1)``. With ``c > 0`` the ignored set
+            moves between CCCP iterations and CCCP takes more of them, hence
+            the default ``max_outer_iter=100`` (30 for the other latent models).
         fit_intercept: learn ``b`` (a regularised constant feature).{_COMMON_ARGS}
 
     Attributes:{ATTRS}
@@ -1472,7 +1474,7 @@ class LatentSVM(LatentEstimator):
     _default_param_grid = {"J": ("balanced", "balanced*0.3", "balanced*0.1"), "c": (0.0, 0.1)}
     _learns_intercept = True
 
-    def __init__(self, C=1.0, *, J="balanced", c=0.0, fit_intercept=True, max_outer_iter=30,
+    def __init__(self, C=1.0, *, J="balanced", c=0.0, fit_intercept=True, max_outer_iter=100,
                  tol=1e-4, n_init=3, init="centroid", random_state=None, max_iter=5000,
                  verbose=False, devices=None,
                  pos_label=None):
