@@ -34,9 +34,8 @@ compilation when the setting changes only traced problem data, as ``J`` and
 over (setting, ``C``), setting-major. ``param_grid=None`` takes the
 estimator's default (``type(est)._default_param_grid``; empty but for the
 latent SVM) for the parameters left at their class defaults; ``{}`` tunes
-``C`` only. ``Cs="auto"`` extends ``C`` for
-every setting at once, at the edge where the best (setting, ``C``) of a task
-sits.
+``C`` only. ``Cs="auto"`` extends ``C`` for every setting at once, at the
+edge where the best (setting, ``C``) of a task sits.
 """
 
 from __future__ import annotations
