@@ -1427,8 +1427,7 @@ class LatentSVM(LatentEstimator):
     (|P| + |N|) / |P| x 10^-4..10`` and ``c in 0, 0.1, ..., 0.9``;
     :func:`jaxrank.sweep` tunes ``J in {"balanced", "balanced*0.3",
     "balanced*0.1"}`` and ``c in {0, 0.1}`` with ``C`` by default
-    (``_default_param_grid``; the values its inner cross-validation chose on
-    the MIL sets, ``bench/results/latent_svm_grid.md``).
+    (``_default_param_grid``).
 
     Args:
         C: trade-off ``> 0``; the default grid (``_default_Cs``, used by
