@@ -814,13 +814,9 @@ def build_parser():
                     metavar="NAME=V1,V2,...",
                     help="another parameter to cross-validate with C (repeatable; every "
                     "combination is fitted over the C grid), or 'none' (C only). Default: "
-                    "the model's own grid of other parameters (" + "; ".join(
-                        f"{n}: " + " and ".join(
-                            f"{k}=" + ",".join(f"{v:g}" if isinstance(v, float) else str(v)
-                                               for v in vals)
-                            for k, vals in ESTIMATORS[n]._default_param_grid.items())
-                        for n in names if getattr(ESTIMATORS[n], "_default_param_grid", None))
-                    + "; none for the other models), without those fixed by --param")
+                    "the model's own grid of other parameters (latent-svm: "
+                    "J=balanced,balanced*0.3,balanced*0.1 and c=0,0.1; none for the other "
+                    "models), without those fixed by --param")
     sw.add_argument("--cv", type=_positive_int, default=5, help="CV folds (default 5)")
     sw.add_argument("--task-column", type=int, nargs="+", default=None, metavar="COL",
                     help="label column(s) of a .csv/.npy TRAIN (0-based, negative from the "

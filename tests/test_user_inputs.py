@@ -186,6 +186,24 @@ def test_latent_sweep_takes_bags_and_the_cli_reports_ap_over_bags(tmp_path, caps
         assert "--grid" in capsys.readouterr().err
 
 
+def test_sweep_grid_help_states_every_default_param_grid(capsys):
+    """``jaxrank sweep --help`` names each model's own grid of other parameters (the
+    help is written out, so that the CLI start-up imports no model family)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    with_grid = 0
+    for name in jaxrank.ESTIMATORS:
+        grid = getattr(jaxrank.ESTIMATORS[name], "_default_param_grid", None) or {}
+        with_grid += bool(grid)
+        for k, vals in grid.items():
+            want = f"{k}=" + ",".join(f"{v:g}" if isinstance(v, float) else str(v)
+                                      for v in vals)
+            assert want in text, (name, want)
+    assert with_grid >= 1
+
+
 # ---------------------------------------------------------------------------
 # Graph edges as a sparse adjacency matrix; the test extra.
 # ---------------------------------------------------------------------------
