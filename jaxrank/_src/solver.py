@@ -305,8 +305,84 @@ def _fw_gap(beta, viol):
 # Sizes at which the Newton systems are solved: the KKT system is gathered
 # onto the support of ``beta`` and solved at the smallest of these sizes that
 # holds it (else at the cache's size). A dense LU costs O(size^3), and the
-# support is usually far smaller than the cache.
+# support is usually far smaller than the cache. The products with the plane
+# cache read its filled rows at the same sizes (:func:`_over_filled_rows`).
 _SUPPORT_SIZES = (8, 16, 32, 64)
+
+
+def _filled_rows(born):
+    """``[]`` int32 count of leading cache slots that may hold a plane.
+
+    New planes go to the oldest unused slot and empty slots (``born = -1``)
+    are the oldest, so the cache fills from slot 0 upwards; every slot at or
+    above the count (the aggregate corner, the last slot, excluded) is zero.
+    """
+    k = born.shape[0] - 1
+    return jnp.max(jnp.where(born[:k] >= 0, jnp.arange(1, k + 1, dtype=jnp.int32), 0))
+
+
+def _over_filled_rows(at_size):
+    """A product with the plane cache that reads only its filled rows.
+
+    ``at_size(m)`` is a function of ``(corners, *args)`` (any leading batch
+    axes) that reads only the first ``m`` rows of ``corners`` and its last
+    (aggregate) row; the returned function ``f(n, corners, *args)`` runs it
+    at the smallest of ``_SUPPORT_SIZES`` (else the cache's size) that holds
+    the ``n`` filled rows (:func:`_filled_rows`). Under ``vmap`` the size is
+    chosen for the batch's largest ``n``, so the batch runs one batched
+    product of that size (a ``lax.switch`` on a batched index would run
+    every size).
+    """
+    @jax.custom_batching.custom_vmap
+    def run(n, corners, *args):
+        sizes = _support_sizes(corners.shape[-2] - 1)
+        return lax.switch(_size_branch(n, sizes), [at_size(m) for m in sizes], corners, *args)
+
+    @run.def_vmap
+    def rule(axis_size, in_batched, n, *args):
+        n = jnp.max(n) if in_batched[0] else n
+        args = tuple(a if batched else jnp.broadcast_to(a, (axis_size,) + jnp.shape(a))
+                     for a, batched in zip(args, in_batched[1:]))
+        out = run(n, *args)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return run
+
+
+def _matvec_at(m):
+    def f(corners, v):
+        k = corners.shape[-2] - 1
+        if m >= k:
+            return jnp.einsum("...kd,...d->...k", corners, v)
+        top = jnp.einsum("...kd,...d->...k", corners[..., :m, :], v)
+        agg = jnp.einsum("...d,...d->...", corners[..., k, :], v)
+        zeros = jnp.zeros(top.shape[:-1] + (k - m,), top.dtype)
+        return jnp.concatenate([top, zeros, agg[..., None]], -1)
+    return f
+
+
+def _combine_at(m):
+    def f(corners, beta):
+        k = corners.shape[-2] - 1
+        if m >= k:
+            return jnp.einsum("...k,...kd->...d", beta, corners)
+        return (jnp.einsum("...k,...kd->...d", beta[..., :m], corners[..., :m, :])
+                + beta[..., k, None] * corners[..., k, :])
+    return f
+
+
+_filled_matvec = _over_filled_rows(_matvec_at)
+_filled_combine = _over_filled_rows(_combine_at)
+
+
+def _cache_matvec(n, corners, v):
+    """``corners @ v`` (``[k]``), reading only the ``n`` filled rows and the aggregate."""
+    return _filled_matvec(n, corners, v)
+
+
+def _cache_combine(n, corners, beta):
+    """``beta @ corners`` (``[dim]``), reading only the ``n`` filled rows and the aggregate."""
+    return _filled_combine(n, corners, beta)
 
 
 def _support_system(gram, rhs, on, ridge, m):
@@ -1015,8 +1091,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         beta = (1 - gamma) * beta
         beta = beta.at[slot].add(gamma)
         # Refresh the two changed rows / columns of the Gram matrix.
-        r_slot = corners @ corners[slot]
-        r_agg = corners @ corners[agg]
+        n_filled = _filled_rows(born)
+        r_slot = _cache_matvec(n_filled, corners, corners[slot])
+        r_agg = _cache_matvec(n_filled, corners, corners[agg])
         gram = gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
         gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
         if model.inner_steps > 0:
@@ -1027,9 +1104,11 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
                                                     _bounded_mask(w, bounds),
                                                     model.inner_steps, eps)
             else:
-                v_other = jnp.zeros_like(levels) if planes_only else corners @ w_other
+                v_other = (jnp.zeros_like(levels) if planes_only
+                           else _cache_matvec(n_filled, corners, w_other))
                 beta, ell = _solve_cached(beta, gram, levels, v_other, model.inner_steps, eps)
-            w = beta @ corners if planes_only else beta @ corners + w_other
+            w = _cache_combine(n_filled, corners, beta)
+            w = w if planes_only else w + w_other
     active, pg_tol = s.active, s.pg_tol
     if hinge is not None:
         # Dual coordinate ascent on the hinge block (liblinear's shrinking
@@ -1252,6 +1331,7 @@ class _Queue(NamedTuple):
     pos: jax.Array  # [B] int32 problem of each slot; M = idle
     next: jax.Array  # [] int32 next problem to load
     out: FitResult  # [M] results
+    restart: jax.Array  # [B] bool: the slot was refilled (start from the fresh state)
 
 
 def _over_slots(fn, B):
@@ -1292,10 +1372,22 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
         return step(s, model, data, prob, c, tol=tol, max_iter=max_iter, sq_norms=sq, key=key,
                     w0=start)
 
+    one_fresh = init_state(dim, dtype, _cache(model, dim), m, _search_start(model, first_prob))
+
     def body(q):
+        slots = q.slots
+        # Slots refilled by the previous body start their new fit from the
+        # fresh state, written into those slots only, before this step reads
+        # the plane cache (a select over all slots, or any write after the
+        # step's reads of the cache, makes XLA copy every slot's cache at
+        # every iteration).
+        rows = jnp.where(q.restart, jnp.arange(B), B)
+        slots = jax.tree_util.tree_map(
+            lambda f, s: s.at[rows].set(jnp.broadcast_to(f, s.shape), mode="drop"),
+            one_fresh, slots)
         idx = jnp.minimum(q.pos, M - 1)
         prob = jax.tree_util.tree_map(lambda a: a[idx], problems)
-        slots = _over_slots(one, B)(q.slots, prob, C[idx], None if w0 is None else w0[idx])
+        slots = _over_slots(one, B)(slots, prob, C[idx], None if w0 is None else w0[idx])
         stopped = slots.done & (q.pos < M)
         res = _over_slots(lambda s: state_result(s, tol), B)(slots)
         dest = jnp.where(stopped, q.pos, M)
@@ -1303,15 +1395,11 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
         # Refill the stopped slots with the next problems, in order.
         new = q.next + jnp.cumsum(stopped) - 1
         pos = jnp.where(stopped, jnp.where(new < num, new, M), q.pos)
-        slots = jax.tree_util.tree_map(
-            lambda f, s: jnp.where(stopped.reshape((B,) + (1,) * (s.ndim - 1)), f, s),
-            fresh, slots,
-        )
         n_stopped = jnp.sum(stopped, dtype=jnp.int32)
         if callback is not None:
             lax.cond(n_stopped > 0, lambda k: jax.debug.callback(callback, k),
                      lambda k: None, n_stopped)
-        return _Queue(slots, pos.astype(jnp.int32), q.next + n_stopped, out)
+        return _Queue(slots, pos.astype(jnp.int32), q.next + n_stopped, out, stopped)
 
     first = jnp.arange(B, dtype=jnp.int32)
     empty = FitResult(
@@ -1321,7 +1409,8 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
         num_steps=jnp.zeros((M,), jnp.int32),
         converged=jnp.zeros((M,), bool),
     )
-    q0 = _Queue(fresh, jnp.where(first < num, first, M), jnp.asarray(B, jnp.int32), empty)
+    q0 = _Queue(fresh, jnp.where(first < num, first, M), jnp.asarray(B, jnp.int32), empty,
+                jnp.zeros((B,), bool))
     q = lax.while_loop(lambda q: jnp.any(q.pos < M), body, q0)
     return q.out
 
