@@ -322,30 +322,44 @@ def _filled_rows(born):
 
 
 def _over_filled_rows(at_size):
-    """A product with the plane cache that reads only its filled rows.
+    """A product with the plane cache that, under ``vmap``, reads only its filled rows.
 
     ``at_size(m)`` is a function of ``(corners, *args)`` (any leading batch
     axes) that reads only the first ``m`` rows of ``corners`` and its last
-    (aggregate) row; the returned function ``f(n, corners, *args)`` runs it
-    at the smallest of ``_SUPPORT_SIZES`` (else the cache's size) that holds
-    the ``n`` filled rows (:func:`_filled_rows`). Under ``vmap`` the size is
-    chosen for the batch's largest ``n``, so the batch runs one batched
-    product of that size (a ``lax.switch`` on a batched index would run
-    every size).
+    (aggregate) row. The returned function ``f(n, corners, *args)`` runs it
+    at the cache's full size; under ``vmap`` it runs at the smallest of
+    ``_SUPPORT_SIZES`` (else the full size) that holds the batch's largest
+    count ``n`` of filled rows (:func:`_filled_rows`): one batched product
+    of that size (a ``lax.switch`` on a batched index would run every
+    size). A single fit's cache is small enough to stay in the CPU caches,
+    and a ``lax.switch`` there makes XLA copy the cache, so it reads all
+    rows.
     """
+    def sizes_of(corners):
+        return _support_sizes(corners.shape[-2] - 1)
+
+    def rule_for(target):
+        def rule(axis_size, in_batched, n, *args):
+            n = jnp.max(n) if in_batched[0] else n
+            args = tuple(a if batched else jnp.broadcast_to(a, (axis_size,) + jnp.shape(a))
+                         for a, batched in zip(args, in_batched[1:]))
+            out = target(n, *args)
+            return out, jax.tree_util.tree_map(lambda _: True, out)
+        return rule
+
     @jax.custom_batching.custom_vmap
-    def run(n, corners, *args):
-        sizes = _support_sizes(corners.shape[-2] - 1)
+    def batched(n, corners, *args):
+        sizes = sizes_of(corners)
         return lax.switch(_size_branch(n, sizes), [at_size(m) for m in sizes], corners, *args)
 
-    @run.def_vmap
-    def rule(axis_size, in_batched, n, *args):
-        n = jnp.max(n) if in_batched[0] else n
-        args = tuple(a if batched else jnp.broadcast_to(a, (axis_size,) + jnp.shape(a))
-                     for a, batched in zip(args, in_batched[1:]))
-        out = run(n, *args)
-        return out, jax.tree_util.tree_map(lambda _: True, out)
+    batched.def_vmap(rule_for(batched))
 
+    @jax.custom_batching.custom_vmap
+    def run(n, corners, *args):
+        del n
+        return at_size(corners.shape[-2] - 1)(corners, *args)
+
+    run.def_vmap(rule_for(batched))
     return run
 
 
@@ -1381,10 +1395,11 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
         # the plane cache (a select over all slots, or any write after the
         # step's reads of the cache, makes XLA copy every slot's cache at
         # every iteration).
-        rows = jnp.where(q.restart, jnp.arange(B), B)
-        slots = jax.tree_util.tree_map(
-            lambda f, s: s.at[rows].set(jnp.broadcast_to(f, s.shape), mode="drop"),
-            one_fresh, slots)
+        if B > 1:
+            rows = jnp.where(q.restart, jnp.arange(B), B)
+            slots = jax.tree_util.tree_map(
+                lambda f, s: s.at[rows].set(jnp.broadcast_to(f, s.shape), mode="drop"),
+                one_fresh, slots)
         idx = jnp.minimum(q.pos, M - 1)
         prob = jax.tree_util.tree_map(lambda a: a[idx], problems)
         slots = _over_slots(one, B)(slots, prob, C[idx], None if w0 is None else w0[idx])
@@ -1395,6 +1410,10 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
         # Refill the stopped slots with the next problems, in order.
         new = q.next + jnp.cumsum(stopped) - 1
         pos = jnp.where(stopped, jnp.where(new < num, new, M), q.pos)
+        if B == 1:  # one slot: a select at the end copies the least
+            slots = jax.tree_util.tree_map(
+                lambda f, s: jnp.where(stopped.reshape((B,) + (1,) * (s.ndim - 1)), f, s),
+                fresh, slots)
         n_stopped = jnp.sum(stopped, dtype=jnp.int32)
         if callback is not None:
             lax.cond(n_stopped > 0, lambda k: jax.debug.callback(callback, k),
