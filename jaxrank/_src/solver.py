@@ -335,9 +335,6 @@ def _over_filled_rows(at_size):
     and a ``lax.switch`` there makes XLA copy the cache, so it reads all
     rows.
     """
-    def sizes_of(corners):
-        return _support_sizes(corners.shape[-2] - 1)
-
     def rule_for(target):
         def rule(axis_size, in_batched, n, *args):
             n = jnp.max(n) if in_batched[0] else n
@@ -349,7 +346,7 @@ def _over_filled_rows(at_size):
 
     @jax.custom_batching.custom_vmap
     def batched(n, corners, *args):
-        sizes = sizes_of(corners)
+        sizes = _support_sizes(corners.shape[-2] - 1)
         return lax.switch(_size_branch(n, sizes), [at_size(m) for m in sizes], corners, *args)
 
     batched.def_vmap(rule_for(batched))
@@ -385,18 +382,10 @@ def _combine_at(m):
     return f
 
 
-_filled_matvec = _over_filled_rows(_matvec_at)
-_filled_combine = _over_filled_rows(_combine_at)
-
-
-def _cache_matvec(n, corners, v):
-    """``corners @ v`` (``[k]``), reading only the ``n`` filled rows and the aggregate."""
-    return _filled_matvec(n, corners, v)
-
-
-def _cache_combine(n, corners, beta):
-    """``beta @ corners`` (``[dim]``), reading only the ``n`` filled rows and the aggregate."""
-    return _filled_combine(n, corners, beta)
+# ``f(n, corners, v) = corners @ v`` (``[k]``) and ``f(n, corners, beta) = beta @ corners``
+# (``[dim]``), reading only the ``n`` filled rows and the aggregate under ``vmap``.
+_cache_matvec = _over_filled_rows(_matvec_at)
+_cache_combine = _over_filled_rows(_combine_at)
 
 
 def _support_system(gram, rhs, on, ridge, m):
@@ -1377,16 +1366,12 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
     key = jax.random.key(seed)
     first_prob = jax.tree_util.tree_map(lambda a: a[0], problems)
     m, sq = _hinge_setup(model, data, first_prob, C[0], dtype)
-    fresh = jax.tree_util.tree_map(
-        lambda a: jnp.broadcast_to(a, (B,) + a.shape),
-        init_state(dim, dtype, _cache(model, dim), m, _search_start(model, first_prob)),
-    )
+    one_fresh = init_state(dim, dtype, _cache(model, dim), m, _search_start(model, first_prob))
+    fresh = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), one_fresh)
 
     def one(s, prob, c, start):
         return step(s, model, data, prob, c, tol=tol, max_iter=max_iter, sq_norms=sq, key=key,
                     w0=start)
-
-    one_fresh = init_state(dim, dtype, _cache(model, dim), m, _search_start(model, first_prob))
 
     def body(q):
         slots = q.slots
