@@ -74,6 +74,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.linalg
 import numpy as np
 from jax import lax
 
@@ -328,12 +329,14 @@ def _over_filled_rows(at_size):
     axes) that reads only the first ``m`` rows of ``corners`` and its last
     (aggregate) row. The returned function ``f(n, corners, *args)`` runs it
     at the cache's full size; under ``vmap`` it runs at the smallest of
-    ``_SUPPORT_SIZES`` (else the full size) that holds the batch's largest
-    count ``n`` of filled rows (:func:`_filled_rows`): one batched product
-    of that size (a ``lax.switch`` on a batched index would run every
-    size). A single fit's cache is small enough to stay in the CPU caches,
-    and a ``lax.switch`` there makes XLA copy the cache, so it reads all
-    rows.
+    ``_SUPPORT_SIZES`` below a third of the cache (else the full size) that
+    holds the batch's largest count ``n`` of filled rows
+    (:func:`_filled_rows`): one batched product of that size (a
+    ``lax.switch`` on a batched index would run every size). The batched
+    product copies the rows it reads, so at a third of the cache or more
+    reading all rows moves less memory. A single fit's cache is small
+    enough to stay in the CPU caches, and a ``lax.switch`` there makes XLA
+    copy the cache, so it reads all rows.
     """
     def rule_for(target):
         def rule(axis_size, in_batched, n, *args):
@@ -346,7 +349,8 @@ def _over_filled_rows(at_size):
 
     @jax.custom_batching.custom_vmap
     def batched(n, corners, *args):
-        sizes = _support_sizes(corners.shape[-2] - 1)
+        k = corners.shape[-2] - 1
+        sizes = [m for m in _support_sizes(k) if 3 * m < k] + [k]
         return lax.switch(_size_branch(n, sizes), [at_size(m) for m in sizes], corners, *args)
 
     batched.def_vmap(rule_for(batched))
@@ -389,7 +393,12 @@ _cache_combine = _over_filled_rows(_combine_at)
 
 
 def _support_system(gram, rhs, on, ridge, m):
-    """The KKT system of the support gathered at size ``m``: ``(kkt, b, idx, sel)``."""
+    """The support's system gathered at size ``m``: ``(A, b, idx, sel)``.
+
+    ``A = G_SS + ridge I`` on the first ``|S|`` rows and columns (the
+    identity elsewhere), ``b = rhs_S`` (zero elsewhere); ``idx`` maps them
+    back to the cache and ``sel`` marks the rows of ``S``.
+    """
     k = gram.shape[0]
     dtype = gram.dtype
     n_on = jnp.sum(on.astype(jnp.int32))
@@ -399,10 +408,27 @@ def _support_system(gram, rhs, on, ridge, m):
     sel = jnp.arange(m) < n_on
     A = jnp.where(sel[:, None] & sel[None, :], gram[idx[:, None], idx[None, :]], 0)
     A = A + jnp.diag(jnp.where(sel, ridge, 1).astype(dtype))
-    ones = sel.astype(dtype)
-    kkt = jnp.block([[A, ones[:, None]], [ones[None, :], jnp.zeros((1, 1), dtype)]])
-    b = jnp.concatenate([jnp.where(sel, rhs[idx], 0), jnp.ones((1,), dtype)])
-    return kkt, b, idx, sel
+    return A, jnp.where(sel, rhs[idx], 0), idx, sel
+
+
+def _bordered_solve(A, b, ones):
+    """``x`` of the KKT system ``A x + mu ones = b``, ``ones . x = 1``.
+
+    ``A`` (``[m, m]``, symmetric positive definite up to rounding) is
+    factorised by Cholesky and the border eliminated: ``x = x_b - mu x_1``
+    with ``A x_b = b``, ``A x_1 = ones``, ``mu = (ones . x_b - 1) / (ones .
+    x_1)``.
+
+    Args:
+        A: ``[m, m]`` matrix; ``b``: ``[m]``; ``ones``: ``[m]`` 0/1 border.
+
+    Returns:
+        ``[m]`` ``x``, non-finite where the factorisation fails (``A`` not
+        positive definite in floating point).
+    """
+    xs = jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(A), True), jnp.stack([b, ones], -1))
+    x_b, x_1 = xs[:, 0], xs[:, 1]
+    return x_b - (jnp.dot(ones, x_b) - 1) / jnp.dot(ones, x_1) * x_1
 
 
 def _scatter_support(xs, idx, sel, k):
@@ -458,7 +484,9 @@ def _support_kkt_solve(gram, rhs, on, ridge):
     Solves the KKT system ``(G_SS + ridge I) x_S + mu 1 = rhs_S``, ``sum(x_S)
     = 1`` of the support ``S = on`` (size ``|S| + 1``), gathered onto ``S``
     and solved at the smallest of ``_SUPPORT_SIZES`` (else the cache's size)
-    that holds it: a dense LU costs O(size^3). Sequential under ``vmap``
+    that holds it by Cholesky (:func:`_bordered_solve`; a dense factorisation
+    costs O(size^3)), or where that fails by LU at the cache's size
+    (:func:`_full_kkt_solve`). Sequential under ``vmap``
     (:func:`_sequential_under_vmap`).
 
     Args:
@@ -476,12 +504,17 @@ def _support_kkt_solve(gram, rhs, on, ridge):
 
     def at_size(m):
         def solve(_):
-            kkt, b, idx, sel = _support_system(gram, rhs, on, ridge, m)
-            return _scatter_support(jnp.linalg.solve(kkt, b), idx, sel, k)
+            A, b, idx, sel = _support_system(gram, rhs, on, ridge, m)
+            return _scatter_support(_bordered_solve(A, b, sel.astype(A.dtype)), idx, sel, k)
         return solve
 
     branch = _size_branch(jnp.sum(on.astype(jnp.int32)), sizes)
-    return lax.switch(branch, [at_size(m) for m in sizes], None)
+    x = lax.switch(branch, [at_size(m) for m in sizes], None)
+    # Where Cholesky fails, LU with partial pivoting of the bordered system
+    # at the cache's size (its pivots become a permutation in a loop of
+    # k + 1 small steps, which the Cholesky path does not run).
+    return lax.cond(jnp.all(jnp.isfinite(x)), lambda _: x,
+                    lambda _: _full_kkt_solve(gram, rhs, on, ridge), None)
 
 
 @_sequential_under_vmap
@@ -1380,11 +1413,18 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
         # the plane cache (a select over all slots, or any write after the
         # step's reads of the cache, makes XLA copy every slot's cache at
         # every iteration).
+        # One slot at a time: a scatter into all slots at once takes its
+        # updates as a full-size broadcast of the fresh state, written anew
+        # at every iteration.
         if B > 1:
-            rows = jnp.where(q.restart, jnp.arange(B), B)
-            slots = jax.tree_util.tree_map(
-                lambda f, s: s.at[rows].set(jnp.broadcast_to(f, s.shape), mode="drop"),
-                one_fresh, slots)
+            rows = jnp.nonzero(q.restart, size=B, fill_value=0)[0]
+
+            def restart(j, slots):
+                return jax.tree_util.tree_map(
+                    lambda f, s: lax.dynamic_update_index_in_dim(s, f, rows[j], 0),
+                    one_fresh, slots)
+
+            slots = lax.fori_loop(0, jnp.sum(q.restart, dtype=jnp.int32), restart, slots)
         idx = jnp.minimum(q.pos, M - 1)
         prob = jax.tree_util.tree_map(lambda a: a[idx], problems)
         slots = _over_slots(one, B)(slots, prob, C[idx], None if w0 is None else w0[idx])
