@@ -1398,6 +1398,9 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
     dim = model.dim(data)
     key = jax.random.key(seed)
     first_prob = jax.tree_util.tree_map(lambda a: a[0], problems)
+    if B == 1:
+        return _fit_in_turn(model, data, problems, C, num, tol=tol, max_iter=max_iter,
+                            callback=callback, seed=seed, w0=w0)
     m, sq = _hinge_setup(model, data, first_prob, C[0], dtype)
     one_fresh = init_state(dim, dtype, _cache(model, dim), m, _search_start(model, first_prob))
     fresh = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), one_fresh)
@@ -1457,6 +1460,37 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
                 jnp.zeros((B,), bool))
     q = lax.while_loop(lambda q: jnp.any(q.pos < M), body, q0)
     return q.out
+
+
+def _fit_in_turn(model, data, problems, C, num, *, tol, max_iter, callback, seed, w0):
+    """A queue of one slot: the ``M`` fits one after the other, each its own :func:`fit`.
+
+    Each fit is its own ``lax.while_loop`` inside a ``lax.map``, as in a
+    loop of single fits; a queue's refill and result write at every
+    iteration would copy the slot's state. Problems at or after ``num``
+    are not fitted (zero results).
+    """
+    M = C.shape[0]
+    dim = model.dim(data)
+    dtype = _dtype(data)
+    empty = FitResult(w=jnp.zeros((dim,), dtype), objective=jnp.zeros((), dtype),
+                      dual=jnp.zeros((), dtype), num_steps=jnp.zeros((), jnp.int32),
+                      converged=jnp.zeros((), bool))
+
+    def one(i):
+        def run(_):
+            res = fit(model, data, jax.tree_util.tree_map(lambda a: a[i], problems), C=C[i],
+                      tol=tol, max_iter=max_iter, seed=seed, w0=None if w0 is None else w0[i])
+            res = FitResult(res.w.astype(dtype), res.objective.astype(dtype),
+                            res.dual.astype(dtype), res.num_steps.astype(jnp.int32),
+                            res.converged.astype(bool))
+            if callback is not None:
+                jax.debug.callback(callback, jnp.asarray(1, jnp.int32))
+            return res
+
+        return lax.cond(i < num, run, lambda _: empty, None)
+
+    return lax.map(one, jnp.arange(M, dtype=jnp.int32))
 
 
 def fit_many(
