@@ -1370,37 +1370,23 @@ class _Queue(NamedTuple):
     restart: jax.Array  # [B] bool: the slot was refilled (start from the fresh state)
 
 
-def _over_slots(fn, B):
-    """``vmap(fn)`` over ``B`` slots; for ``B == 1`` the unbatched ``fn``.
-
-    A batch of one runs as the unbatched program (leading axis dropped and
-    restored): XLA's CPU kernels for batched products and solves inside a
-    loop are far slower than the plain ones at batch size one.
-    """
-    if B != 1:
-        return jax.vmap(fn)
-
-    def single(*args):
-        out = fn(*jax.tree_util.tree_map(lambda a: a[0], args))
-        return jax.tree_util.tree_map(lambda o: o[None], out)
-
-    return single
-
-
 def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_problems,
                callback, seed, w0=None):
-    """``M`` fits in one ``lax.while_loop`` over ``batch_size`` slots (one device)."""
+    """``M`` fits in one ``lax.while_loop`` over ``batch_size`` slots (one device).
+
+    A queue of one slot runs its fits one after the other (:func:`_fit_in_turn`).
+    """
     dtype = _dtype(data)
     C = jnp.asarray(C, dtype)
     M = C.shape[0]
     B = min(int(batch_size), M)
     num = jnp.asarray(M if num_problems is None else num_problems, jnp.int32)
-    dim = model.dim(data)
-    key = jax.random.key(seed)
-    first_prob = jax.tree_util.tree_map(lambda a: a[0], problems)
     if B == 1:
         return _fit_in_turn(model, data, problems, C, num, tol=tol, max_iter=max_iter,
                             callback=callback, seed=seed, w0=w0)
+    dim = model.dim(data)
+    key = jax.random.key(seed)
+    first_prob = jax.tree_util.tree_map(lambda a: a[0], problems)
     m, sq = _hinge_setup(model, data, first_prob, C[0], dtype)
     one_fresh = init_state(dim, dtype, _cache(model, dim), m, _search_start(model, first_prob))
     fresh = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), one_fresh)
@@ -1415,33 +1401,26 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
         # fresh state, written into those slots only, before this step reads
         # the plane cache (a select over all slots, or any write after the
         # step's reads of the cache, makes XLA copy every slot's cache at
-        # every iteration).
-        # One slot at a time: a scatter into all slots at once takes its
-        # updates as a full-size broadcast of the fresh state, written anew
-        # at every iteration.
-        if B > 1:
-            rows = jnp.nonzero(q.restart, size=B, fill_value=0)[0]
+        # every iteration), one slot at a time (a scatter into all slots at
+        # once takes its updates as a full-size broadcast of the fresh state,
+        # written anew at every iteration).
+        rows = jnp.nonzero(q.restart, size=B, fill_value=0)[0]
 
-            def restart(j, slots):
-                return jax.tree_util.tree_map(
-                    lambda f, s: lax.dynamic_update_index_in_dim(s, f, rows[j], 0),
-                    one_fresh, slots)
+        def restart(j, slots):
+            return jax.tree_util.tree_map(
+                lambda f, s: lax.dynamic_update_index_in_dim(s, f, rows[j], 0), one_fresh, slots)
 
-            slots = lax.fori_loop(0, jnp.sum(q.restart, dtype=jnp.int32), restart, slots)
+        slots = lax.fori_loop(0, jnp.sum(q.restart, dtype=jnp.int32), restart, slots)
         idx = jnp.minimum(q.pos, M - 1)
         prob = jax.tree_util.tree_map(lambda a: a[idx], problems)
-        slots = _over_slots(one, B)(slots, prob, C[idx], None if w0 is None else w0[idx])
+        slots = jax.vmap(one)(slots, prob, C[idx], None if w0 is None else w0[idx])
         stopped = slots.done & (q.pos < M)
-        res = _over_slots(lambda s: state_result(s, tol), B)(slots)
+        res = jax.vmap(lambda s: state_result(s, tol))(slots)
         dest = jnp.where(stopped, q.pos, M)
         out = jax.tree_util.tree_map(lambda o, r: o.at[dest].set(r, mode="drop"), q.out, res)
         # Refill the stopped slots with the next problems, in order.
         new = q.next + jnp.cumsum(stopped) - 1
         pos = jnp.where(stopped, jnp.where(new < num, new, M), q.pos)
-        if B == 1:  # one slot: a select at the end copies the least
-            slots = jax.tree_util.tree_map(
-                lambda f, s: jnp.where(stopped.reshape((B,) + (1,) * (s.ndim - 1)), f, s),
-                fresh, slots)
         n_stopped = jnp.sum(stopped, dtype=jnp.int32)
         if callback is not None:
             lax.cond(n_stopped > 0, lambda k: jax.debug.callback(callback, k),
