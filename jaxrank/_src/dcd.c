@@ -26,7 +26,13 @@
  * optimum G is a small difference of O(1) terms and float32 accumulation
  * over long rows would lose its leading digits), and the step
  * alpha_i - G / Q_ii is computed in double and rounded to float32.
- * The update w += delta z_i is float32 (as the XLA path).
+ * Within a call w is held in double (a copy of the float32 input, rounded
+ * back once at the end) and every update w += delta z_i is made there, with
+ * delta = (alpha_i' - alpha_i) y_i exact in double: float32 updates drift
+ * from sum_i alpha_i y_i z_i by about eps_32 * u_i * ||z_i|| per visit, a
+ * random walk that over one call of 10^5 visits at u_i of a few hundred
+ * reached 1 % of ||w|| and stalled the certified gap of the solver
+ * (docs/solver.md).  The XLA path keeps float32 updates.
  *
  * Entry points:
  *   - XLA FFI handlers (typed FFI, C API of xla/ffi/api/c_api.h, vendored
@@ -47,6 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xla_ffi/c_api.h"
@@ -58,6 +65,14 @@
 #endif
 
 #define DCD_ABI_VERSION 2
+/* The passes are also compiled for AVX2 where the toolchain can pick the
+ * variant at load time (GCC's target_clones, ifunc on x86-64 Linux): w is
+ * held in double, whose vectors are half as wide as float32's. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define DCD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DCD_CLONES
+#endif
 /* liblinear's threshold below which a projected gradient counts as zero. */
 #define DCD_PG_ZERO 1.0e-12
 
@@ -106,9 +121,23 @@ static inline double dot_dense(const float *restrict x, const float *restrict w,
     return (s0 + s1) + (s2 + s3);
 }
 
-static inline void axpy_dense(float a, const float *restrict x, float *restrict w,
-                              int64_t d) {
-    for (int64_t j = 0; j < d; j++) w[j] += a * x[j];
+static inline double dot_dense_d(const float *restrict x, const double *restrict w,
+                                 int64_t d) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int64_t j = 0;
+    for (; j + 4 <= d; j += 4) {
+        s0 += (double)x[j] * w[j];
+        s1 += (double)x[j + 1] * w[j + 1];
+        s2 += (double)x[j + 2] * w[j + 2];
+        s3 += (double)x[j + 3] * w[j + 3];
+    }
+    for (; j < d; j++) s0 += (double)x[j] * w[j];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static inline void axpy_dense_d(double a, const float *restrict x, double *restrict w,
+                                int64_t d) {
+    for (int64_t j = 0; j < d; j++) w[j] += a * (double)x[j];
 }
 
 static void set_err(char *err, size_t len, const char *msg, long long a, long long b) {
@@ -178,6 +207,49 @@ row_dot(const dcd_problem *p, const int sparse, int64_t i, const float *restrict
     return 0;
 }
 
+/* row_dot with w held in double (the passes of run_passes). */
+static inline __attribute__((always_inline)) int
+row_dot_d(const dcd_problem *p, const int sparse, int64_t i, const double *restrict w,
+        double *out, int64_t *lo_out, int64_t *hi_out, char *err, size_t errlen) {
+    const int64_t d = p->d;
+    double dot;
+    if (sparse) {
+        const int64_t lo = p->indptr[i], hi = p->indptr[i + 1];
+        if (lo < 0 || hi < lo || hi > p->nnz) {
+            set_err(err, errlen, "indptr is not monotone in [0, nnz] at row %lld (nnz %lld)", i, p->nnz);
+            return 1;
+        }
+        double s0 = 0.0, s1 = 0.0;
+        int64_t k = lo;
+        for (; k + 2 <= hi; k += 2) {
+            const uint32_t j0 = (uint32_t)p->indices[k];
+            const uint32_t j1 = (uint32_t)p->indices[k + 1];
+            if (j0 >= (uint64_t)d || j1 >= (uint64_t)d) {
+                set_err(err, errlen, "indices in row %lld out of range [0, %lld)", i, d);
+                return 1;
+            }
+            s0 += (double)p->values[k] * w[j0];
+            s1 += (double)p->values[k + 1] * w[j1];
+        }
+        if (k < hi) {
+            const uint32_t j0 = (uint32_t)p->indices[k];
+            if (j0 >= (uint64_t)d) {
+                set_err(err, errlen, "indices in row %lld out of range [0, %lld)", i, d);
+                return 1;
+            }
+            s0 += (double)p->values[k] * w[j0];
+        }
+        dot = s0 + s1;
+        *lo_out = lo;
+        *hi_out = hi;
+    } else {
+        dot = dot_dense_d(p->X + i * d, w, d);
+    }
+    if (p->bias != 0.0f) dot += (double)p->bias * w[d];
+    *out = dot;
+    return 0;
+}
+
 static int check_dims(const dcd_problem *p, char *err, size_t errlen) {
     if (p->dim != p->d && p->dim != p->d + 1) {
         set_err(err, errlen, "w has %lld entries; expected d = %lld or d + 1", p->dim, p->d);
@@ -208,19 +280,26 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
     const int64_t m = p->m;
     const float bias = p->bias;
     const int64_t d = p->d;
-    float *restrict w = p->w;
     float *restrict alpha = p->alpha;
     int32_t *restrict list = p->list;
     uint8_t *active = p->active;
     const int shrink = active != NULL;
     if (check_dims(p, err, errlen)) return 1;
+    double *restrict w = (double *)malloc((size_t)(p->dim > 0 ? p->dim : 1) * sizeof(double));
+    if (!w) {
+        set_err(err, errlen, "cannot allocate w in double (%lld entries)", p->dim, 0);
+        return 1;
+    }
+    for (int64_t j = 0; j < p->dim; j++) w[j] = (double)p->w[j];
+    int rc = 0;
     /* list: active samples in `order`, then the shrunk ones */
     int64_t nf = 0, nb = 0;
     for (int64_t k = 0; k < m; k++) {
         const int64_t i = p->order[k];
         if ((uint64_t)i >= (uint64_t)m) {
             set_err(err, errlen, "order[%lld] = %lld is not a row index", k, i);
-            return 1;
+            rc = 1;
+            goto done;
         }
         if (!(p->u[i] > 0.0f)) continue; /* term absent (also NaN) */
         if (shrink && !active[i])
@@ -263,7 +342,10 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
             const float ui = p->u[i];
             double dot;
             int64_t lo = 0, hi = 0;
-            if (row_dot(p, sparse, i, w, &dot, &lo, &hi, err, errlen)) return 1;
+            if (row_dot_d(p, sparse, i, w, &dot, &lo, &hi, err, errlen)) {
+                rc = 1;
+                goto done;
+            }
             visits++;
             const float yi = p->y[i];
             const double G = (double)yi * dot - 1.0;
@@ -298,15 +380,16 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
                 } else { /* z_i = 0: G = -1, the step is unbounded */
                     anew = G < 0.0 ? ui : 0.0f;
                 }
-                const float delta = (anew - a) * yi;
+                const double delta = ((double)anew - (double)a) * (double)yi;
                 alpha[i] = anew;
-                if (delta != 0.0f) {
+                if (delta != 0.0) {
                     if (sparse) {
-                        for (int64_t k = lo; k < hi; k++) w[p->indices[k]] += delta * p->values[k];
+                        for (int64_t k = lo; k < hi; k++)
+                            w[p->indices[k]] += delta * (double)p->values[k];
                     } else {
-                        axpy_dense(delta, p->X + i * d, w, d);
+                        axpy_dense_d(delta, p->X + i * d, w, d);
                     }
-                    if (bias != 0.0f) w[d] += delta * bias;
+                    if (bias != 0.0f) w[d] += delta * (double)bias;
                 }
             }
         }
@@ -342,14 +425,17 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
     if (p->n_passes) *p->n_passes = (int32_t)passes;
     if (p->n_visits) *p->n_visits = visits > INT32_MAX ? INT32_MAX : (int32_t)visits;
     if (p->converged) *p->converged = (uint8_t)converged;
-    return 0;
+done:
+    for (int64_t j = 0; j < p->dim; j++) p->w[j] = (float)w[j];
+    free(w);
+    return rc;
 }
 
-static int run_dense(const dcd_problem *p, int64_t n_epochs, char *err, size_t len) {
+DCD_CLONES static int run_dense(const dcd_problem *p, int64_t n_epochs, char *err, size_t len) {
     return run_passes(p, n_epochs, 0, err, len);
 }
 
-static int run_csr(const dcd_problem *p, int64_t n_epochs, char *err, size_t len) {
+DCD_CLONES static int run_csr(const dcd_problem *p, int64_t n_epochs, char *err, size_t len) {
     return run_passes(p, n_epochs, 1, err, len);
 }
 
