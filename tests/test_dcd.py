@@ -359,7 +359,8 @@ def test_native_weights_stay_the_combination_of_alpha_at_large_upper_bounds(
     # Few positives with u = 300 against many negatives with u = 1 (a latent
     # SVM's class weights): 200,000 visits of float32 updates w += delta z_i
     # drifted from sum_i alpha_i y_i z_i by about 1e-5 of ||w||; the kernel
-    # holds w in double within a call, so w is that sum up to its rounding.
+    # holds w and alpha in double within a call and w takes the rounding of
+    # the stored alpha, so w is that sum up to its own rounding.
     rng = np.random.default_rng(0)
     m, d = 4000, 9
     X = rng.standard_normal((m, d)).astype(F32)

@@ -24,15 +24,17 @@
  * accumulated in double (every float32 product is exact in double, so G is
  * the correctly rounded margin up to the final sum's rounding; near the
  * optimum G is a small difference of O(1) terms and float32 accumulation
- * over long rows would lose its leading digits), and the step
- * alpha_i - G / Q_ii is computed in double and rounded to float32.
- * Within a call w is held in double (a copy of the float32 input, rounded
- * back once at the end) and every update w += delta z_i is made there, with
- * delta = (alpha_i' - alpha_i) y_i exact in double: float32 updates drift
- * from sum_i alpha_i y_i z_i by about eps_32 * u_i * ||z_i|| per visit, a
- * random walk that over one call of 10^5 visits at u_i of a few hundred
- * reached 1 % of ||w|| and stalled the certified gap of the solver
- * (docs/solver.md).  The XLA path keeps float32 updates.
+ * over long rows would lose its leading digits).  Within a call w and
+ * alpha are held in double (copies of the float32 inputs, rounded back once
+ * at the end; w then takes the rounding of each alpha_i, so that it stays
+ * sum_i alpha_i y_i z_i of the stored alpha), and every step
+ * alpha_i' = clip(alpha_i - G / Q_ii, 0, u_i) and update w += delta z_i is
+ * made there.  In float32, the updates of w drifted from sum_i alpha_i y_i
+ * z_i (about eps_32 * u_i * ||z_i|| per visit: 1e-5 of ||w|| after 2e5
+ * visits at u_i = 300), and a step below half a unit in the last place of
+ * alpha_i was lost, so the projected gradients stopped above the pass
+ * tolerance at large u_i; both stalled the certified gap of the solver
+ * (docs/solver.md).  The XLA path keeps float32.
  *
  * Entry points:
  *   - XLA FFI handlers (typed FFI, C API of xla/ffi/api/c_api.h, vendored
@@ -286,11 +288,16 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
     const int shrink = active != NULL;
     if (check_dims(p, err, errlen)) return 1;
     double *restrict w = (double *)malloc((size_t)(p->dim > 0 ? p->dim : 1) * sizeof(double));
-    if (!w) {
-        set_err(err, errlen, "cannot allocate w in double (%lld entries)", p->dim, 0);
+    double *restrict ad = (double *)malloc((size_t)(m > 0 ? m : 1) * sizeof(double));
+    if (!w || !ad) {
+        free(w);
+        free(ad);
+        set_err(err, errlen, "cannot allocate w and alpha in double (%lld, %lld entries)",
+                p->dim, m);
         return 1;
     }
     for (int64_t j = 0; j < p->dim; j++) w[j] = (double)p->w[j];
+    for (int64_t i = 0; i < m; i++) ad[i] = (double)alpha[i];
     int rc = 0;
     /* list: active samples in `order`, then the shrunk ones */
     int64_t nf = 0, nb = 0;
@@ -349,15 +356,15 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
             visits++;
             const float yi = p->y[i];
             const double G = (double)yi * dot - 1.0;
-            const float a = alpha[i];
+            const double a = ad[i];
             double PG = 0.0;
-            if (a <= 0.0f) {
+            if (a <= 0.0) {
                 if (G > pgmax_old) { /* shrink (never without a mask: +inf) */
                     shrunk[nshrunk++] = (int32_t)i;
                     continue;
                 }
                 if (G < 0.0) PG = G;
-            } else if (a >= ui) {
+            } else if (a >= (double)ui) {
                 if (G < pgmin_old) { /* shrink */
                     shrunk[nshrunk++] = (int32_t)i;
                     continue;
@@ -371,17 +378,16 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
             if (PG < pgmin_new) pgmin_new = PG;
             if (fabs(PG) > DCD_PG_ZERO) {
                 const float q = p->sqn[i];
-                float anew;
+                double anew;
                 if (q > 0.0f) {
-                    double t = (double)a - G / (double)q;
+                    double t = a - G / (double)q;
                     t = t < 0.0 ? 0.0 : t;
-                    t = t > (double)ui ? (double)ui : t;
-                    anew = (float)t;
+                    anew = t > (double)ui ? (double)ui : t;
                 } else { /* z_i = 0: G = -1, the step is unbounded */
-                    anew = G < 0.0 ? ui : 0.0f;
+                    anew = G < 0.0 ? (double)ui : 0.0;
                 }
-                const double delta = ((double)anew - (double)a) * (double)yi;
-                alpha[i] = anew;
+                const double delta = (anew - a) * (double)yi;
+                ad[i] = anew;
                 if (delta != 0.0) {
                     if (sparse) {
                         for (int64_t k = lo; k < hi; k++)
@@ -426,8 +432,26 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
     if (p->n_visits) *p->n_visits = visits > INT32_MAX ? INT32_MAX : (int32_t)visits;
     if (p->converged) *p->converged = (uint8_t)converged;
 done:
+    /* alpha back to float32; w takes the rounding of each alpha_i, so that it
+     * stays sum_i alpha_i y_i z_i of the stored alpha (only weights strictly
+     * inside (0, u_i) round: 0 and u_i are float32 values). */
+    for (int64_t i = 0; i < m; i++) {
+        const float af = (float)ad[i];
+        const double r = ((double)af - ad[i]) * (double)p->y[i];
+        alpha[i] = af;
+        if (r != 0.0 && rc == 0) {
+            if (sparse) {
+                const int64_t lo = p->indptr[i], hi = p->indptr[i + 1];
+                for (int64_t k = lo; k < hi; k++) w[p->indices[k]] += r * (double)p->values[k];
+            } else {
+                axpy_dense_d(r, p->X + i * d, w, d);
+            }
+            if (bias != 0.0f) w[d] += r * (double)bias;
+        }
+    }
     for (int64_t j = 0; j < p->dim; j++) p->w[j] = (float)w[j];
     free(w);
+    free(ad);
     return rc;
 }
 

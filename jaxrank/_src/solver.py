@@ -250,6 +250,13 @@ _INNER_ACCURACY = 0.1
 # of the true dual, so the ridge only shapes the direction).
 _NEWTON_RIDGE = 1e-6
 
+# Where a Newton system's Cholesky factorisation fails (non-finite: G_SS +
+# ridge I not positive definite in float32), that round takes its pairwise
+# step only and the later rounds of the same solve use this many times the
+# ridge, up to _NEWTON_RIDGE_MAX of the largest diagonal entry.
+_NEWTON_RIDGE_GROWTH = 100.0
+_NEWTON_RIDGE_MAX = 1e-2
+
 
 # The plane cache grows with the number of weights (an optimal dual point
 # needs at most dim + 1 planes, Caratheodory) up to this many planes, within
@@ -485,9 +492,9 @@ def _support_kkt_solve(gram, rhs, on, ridge):
     = 1`` of the support ``S = on`` (size ``|S| + 1``), gathered onto ``S``
     and solved at the smallest of ``_SUPPORT_SIZES`` (else the cache's size)
     that holds it by Cholesky (:func:`_bordered_solve`; a dense factorisation
-    costs O(size^3)), or where that fails by LU at the cache's size
-    (:func:`_full_kkt_solve`). Sequential under ``vmap``
-    (:func:`_sequential_under_vmap`).
+    costs O(size^3)). Sequential under ``vmap``
+    (:func:`_sequential_under_vmap`). Where the factorisation fails the
+    result is not finite; :func:`_solve_cached_rounds` then raises the ridge.
 
     Args:
         gram: ``[k, k]`` Gram matrix ``G``.
@@ -496,8 +503,9 @@ def _support_kkt_solve(gram, rhs, on, ridge):
         ridge: ``[]`` ridge ``> 0`` on the diagonal of ``G_SS``.
 
     Returns:
-        ``[k]`` ``x``, zero off ``S`` (non-finite where the system is singular,
-        e.g. an empty ``S``).
+        ``[k]`` ``x``, zero off ``S`` (non-finite where the factorisation
+        fails, e.g. an empty ``S`` or ``G_SS + ridge I`` not positive definite
+        in floating point).
     """
     k = gram.shape[0]
     sizes = _support_sizes(k)
@@ -509,12 +517,7 @@ def _support_kkt_solve(gram, rhs, on, ridge):
         return solve
 
     branch = _size_branch(jnp.sum(on.astype(jnp.int32)), sizes)
-    x = lax.switch(branch, [at_size(m) for m in sizes], None)
-    # Where Cholesky fails, LU with partial pivoting of the bordered system
-    # at the cache's size (its pivots become a permutation in a loop of
-    # k + 1 small steps, which the Cholesky path does not run).
-    return lax.cond(jnp.all(jnp.isfinite(x)), lambda _: x,
-                    lambda _: _full_kkt_solve(gram, rhs, on, ridge), None)
+    return lax.switch(branch, [at_size(m) for m in sizes], None)
 
 
 @_sequential_under_vmap
@@ -534,7 +537,7 @@ def _full_kkt_solve(gram, rhs, on, ridge):
     return jnp.linalg.solve(kkt, b)[:k]
 
 
-def _newton_direction(beta, viol, gram, solve=_support_kkt_solve, g_beta=None):
+def _newton_direction(beta, viol, gram, solve=_support_kkt_solve, g_beta=None, ridge=None):
     """Active-set Newton direction of the cached-plane QP on the support of ``beta``.
 
     The dual restricted to the cached planes is the simplex-constrained QP
@@ -551,17 +554,22 @@ def _newton_direction(beta, viol, gram, solve=_support_kkt_solve, g_beta=None):
         solve: the KKT solve (:func:`_support_kkt_solve` or
             :func:`_full_kkt_solve`).
         g_beta: optional ``[k]`` ``G beta`` (computed if ``None``).
+        ridge: optional ``[]`` ridge of the system (default
+            :func:`_newton_ridge`).
 
     Returns:
-        ``(d [k], t_max [])``: the direction ``x - beta`` (zero off ``S``,
-        summing to 0) and the largest step that keeps ``beta + t d >= 0``
-        (the ratio test of an active-set method; ``0`` when ``d = 0``).
+        ``(d [k], t_max [], ok [])``: the direction ``x - beta`` (zero off
+        ``S``, summing to 0; zero where the solve failed), the largest step
+        that keeps ``beta + t d >= 0`` (the ratio test of an active-set
+        method; ``0`` when ``d = 0``), and whether the solve gave a finite
+        Newton point.
     """
     on = beta > 0
     # Newton point of the local model viol.(x - beta) - 1/2 (x - beta)^T G (x - beta)
     # on sum(x_S) = 1, i.e. G_SS x_S + mu 1 = (viol + G beta)_S.
-    x = solve(gram, viol + (gram @ beta if g_beta is None else g_beta), on, _newton_ridge(gram))
-    return _direction_to(beta, x, on)
+    x = solve(gram, viol + (gram @ beta if g_beta is None else g_beta), on,
+              _newton_ridge(gram) if ridge is None else ridge)
+    return _direction_to(beta, x, on) + (jnp.all(jnp.isfinite(x)),)
 
 
 def _newton_ridge(gram):
@@ -589,7 +597,7 @@ def _simplex_move(beta, d, t, t_max):
     return jnp.where(total > 0, new / jnp.where(total > 0, total, 1), beta)
 
 
-def _newton_step(beta, viol, gram, g_beta=None):
+def _newton_step(beta, viol, gram, g_beta=None, ridge=None):
     """One active-set Newton step of the cached-plane QP (:func:`_newton_direction`).
 
     Moves towards the Newton point by exact line search of the true dual,
@@ -600,16 +608,21 @@ def _newton_step(beta, viol, gram, g_beta=None):
         beta: ``[k]`` point of the simplex; ``viol``: ``[k]`` the gradient
             ``b - G beta``; ``gram``: ``[k, k]`` ``G``.
         g_beta: optional ``[k]`` ``G beta`` (computed if ``None``).
+        ridge: optional ``[]`` ridge of the Newton system.
 
     Returns:
-        ``[k]`` the next point of the simplex.
+        ``(beta [k], ok [])``: the next point of the simplex (``beta``
+        itself where the Newton system's factorisation failed) and whether
+        it did not.
     """
-    d, t_max = _newton_direction(beta, viol, gram, g_beta=g_beta)
+    d, t_max, ok = _newton_direction(beta, viol, gram, g_beta=g_beta, ridge=ridge)
+    d, t_max = jnp.where(ok, d, 0), jnp.where(ok, t_max, 0)
     slope = jnp.dot(viol, d)
     curv = jnp.dot(d, gram @ d)
     t_ls = jnp.where(curv > 0, slope / jnp.where(curv > 0, curv, 1), jnp.inf)
     t = jnp.where(slope > 0, jnp.minimum(t_ls, t_max), 0)
-    return _simplex_move(beta, d, jnp.where(jnp.isfinite(t), t, 0), t_max)
+    moved = _simplex_move(beta, d, jnp.where(jnp.isfinite(t), t, 0), t_max)
+    return jnp.where(ok, moved, beta), ok
 
 
 @functools.lru_cache(maxsize=None)
@@ -706,19 +719,23 @@ def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
     higher.
     """
 
-    # The carry holds v = G beta + v_other (one product with G per round).
+    # The carry holds v = G beta + v_other (one product with G per round) and
+    # the ridge of the Newton systems (raised after a failed factorisation).
     def cond(c):
-        k, beta, v = c
+        k, beta, v, _ = c
         return (k < max_steps) & (_fw_gap(beta, levels - v) > eps)
 
     def body(c):
-        k, beta, v = c
+        k, beta, v, ridge = c
         beta, _, v = _pairwise_step(beta, jnp.zeros((), beta.dtype), v, gram, levels)
-        beta = _newton_step(beta, levels - v, gram, v - v_other)
-        return k + 1, beta, gram @ beta + v_other
+        beta, ok = _newton_step(beta, levels - v, gram, v - v_other, ridge)
+        ridge = jnp.where(ok, ridge, jnp.minimum(_NEWTON_RIDGE_GROWTH * ridge, ridge_max))
+        return k + 1, beta, gram @ beta + v_other, ridge
 
-    _, beta, v = lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), beta,
-                                             gram @ beta + v_other))
+    ridge = _newton_ridge(gram)
+    ridge_max = ridge * (_NEWTON_RIDGE_MAX / _NEWTON_RIDGE)
+    _, beta, v, _ = lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), beta,
+                                                gram @ beta + v_other, ridge))
     if _INTERIOR_POINT_STEPS > 0:
         lin = levels - v_other
 
@@ -934,7 +951,7 @@ def _newton_step_projected(beta, z, corners, levels, gram, on):
     w = jnp.where(on, jnp.minimum(z, 0), z)
     viol = levels - corners @ w
     clamped = jnp.where(on & (z > 0), corners, 0)
-    d, t_max = _newton_direction(beta, viol, gram - clamped @ clamped.T, _full_kkt_solve)
+    d, t_max, _ = _newton_direction(beta, viol, gram - clamped @ clamped.T, _full_kkt_solve)
     e = d @ corners
     t = _projected_line_search(z, e, jnp.dot(d, levels), on, t_max)
     t = jnp.where(jnp.isfinite(t), t, 0)
