@@ -166,52 +166,9 @@ static inline uint32_t below(uint32_t r, uint32_t n) {
     return (uint32_t)(((uint64_t)r * (uint64_t)n) >> 32);
 }
 
-/* z_i^T w accumulated in double; sets *lo, *hi for CSR. 0 = ok. */
+/* z_i^T w (w held in double) accumulated in double; sets *lo, *hi for CSR. 0 = ok. */
 static inline __attribute__((always_inline)) int
-row_dot(const dcd_problem *p, const int sparse, int64_t i, const float *restrict w,
-        double *out, int64_t *lo_out, int64_t *hi_out, char *err, size_t errlen) {
-    const int64_t d = p->d;
-    double dot;
-    if (sparse) {
-        const int64_t lo = p->indptr[i], hi = p->indptr[i + 1];
-        if (lo < 0 || hi < lo || hi > p->nnz) {
-            set_err(err, errlen, "indptr is not monotone in [0, nnz] at row %lld (nnz %lld)", i, p->nnz);
-            return 1;
-        }
-        double s0 = 0.0, s1 = 0.0;
-        int64_t k = lo;
-        for (; k + 2 <= hi; k += 2) {
-            const uint32_t j0 = (uint32_t)p->indices[k];
-            const uint32_t j1 = (uint32_t)p->indices[k + 1];
-            if (j0 >= (uint64_t)d || j1 >= (uint64_t)d) {
-                set_err(err, errlen, "indices in row %lld out of range [0, %lld)", i, d);
-                return 1;
-            }
-            s0 += (double)p->values[k] * (double)w[j0];
-            s1 += (double)p->values[k + 1] * (double)w[j1];
-        }
-        if (k < hi) {
-            const uint32_t j0 = (uint32_t)p->indices[k];
-            if (j0 >= (uint64_t)d) {
-                set_err(err, errlen, "indices in row %lld out of range [0, %lld)", i, d);
-                return 1;
-            }
-            s0 += (double)p->values[k] * (double)w[j0];
-        }
-        dot = s0 + s1;
-        *lo_out = lo;
-        *hi_out = hi;
-    } else {
-        dot = dot_dense(p->X + i * d, w, d);
-    }
-    if (p->bias != 0.0f) dot += (double)p->bias * (double)w[d];
-    *out = dot;
-    return 0;
-}
-
-/* row_dot with w held in double (the passes of run_passes). */
-static inline __attribute__((always_inline)) int
-row_dot_d(const dcd_problem *p, const int sparse, int64_t i, const double *restrict w,
+row_dot(const dcd_problem *p, const int sparse, int64_t i, const double *restrict w,
         double *out, int64_t *lo_out, int64_t *hi_out, char *err, size_t errlen) {
     const int64_t d = p->d;
     double dot;
@@ -349,7 +306,7 @@ run_passes(const dcd_problem *p, int64_t n_epochs, const int sparse, char *err,
             const float ui = p->u[i];
             double dot;
             int64_t lo = 0, hi = 0;
-            if (row_dot_d(p, sparse, i, w, &dot, &lo, &hi, err, errlen)) {
+            if (row_dot(p, sparse, i, w, &dot, &lo, &hi, err, errlen)) {
                 rc = 1;
                 goto done;
             }
@@ -473,17 +430,25 @@ DCD_EXPORT const void *jaxrank_dcd_last_rows_ptr(void) { return last_rows_ptr; }
 /* s_i = z_i^T w for all rows (double accumulation, float32 result). */
 static int row_dots(const dcd_problem *p, float *out, char *err, size_t errlen) {
     if (check_dims(p, err, errlen)) return 1;
-    int64_t lo, hi;
-    for (int64_t i = 0; i < p->m; i++) {
-        double s;
-        if (p->X) {
-            if (row_dot(p, 0, i, p->w, &s, &lo, &hi, err, errlen)) return 1;
-        } else {
-            if (row_dot(p, 1, i, p->w, &s, &lo, &hi, err, errlen)) return 1;
-        }
-        out[i] = (float)s;
+    /* w in double: the products are the same as of the float32 values */
+    double *w = (double *)malloc((size_t)(p->dim > 0 ? p->dim : 1) * sizeof(double));
+    if (!w) {
+        set_err(err, errlen, "cannot allocate w in double (%lld entries)", p->dim, 0);
+        return 1;
     }
-    return 0;
+    for (int64_t j = 0; j < p->dim; j++) w[j] = (double)p->w[j];
+    int rc = 0;
+    int64_t lo, hi;
+    for (int64_t i = 0; i < p->m && rc == 0; i++) {
+        double s;
+        if (p->X)
+            rc = row_dot(p, 0, i, w, &s, &lo, &hi, err, errlen);
+        else
+            rc = row_dot(p, 1, i, w, &s, &lo, &hi, err, errlen);
+        if (rc == 0) out[i] = (float)s;
+    }
+    free(w);
+    return rc;
 }
 
 /* Random permutation of [0, m) (inside-out Fisher-Yates, splitmix64). */

@@ -27,8 +27,12 @@ jitted loop. (A ``jax.pure_callback`` copies every operand on every call:
 0.1-0.8 s for a 4e5 x 100 float32 matrix; see ``bench/results/dcd.md``.) On
 other platforms, and on CPU when the library is missing (a warning says why,
 once), the same algorithm runs as XLA ``lax`` loops: the same iterates up to
-float32 rounding (the C kernel accumulates each ``z_i^T w`` in float64, XLA
-in float32), 4-30x slower per coordinate on CPU. The choice is made by
+rounding, 4-30x slower per coordinate on CPU. The C kernel accumulates each
+``z_i^T w`` in float64 and holds ``w`` and ``alpha`` in float64 within a call
+(rounded to float32 once at its end, ``w`` taking the rounding of each
+``alpha_i``); the XLA loops keep them in float32, where at large ``u_i``
+``w`` drifts from ``sum_i alpha_i y_i z_i`` and steps below the resolution of
+``alpha_i`` are lost (``docs/solver.md``). The choice is made by
 ``lax.platform_dependent``.
 
 **Solver loop.** :func:`dcd_epoch` with ``active`` runs liblinear's outer loop
