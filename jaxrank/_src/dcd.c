@@ -29,12 +29,12 @@
  * at the end; w then takes the rounding of each alpha_i, so that it stays
  * sum_i alpha_i y_i z_i of the stored alpha), and every step
  * alpha_i' = clip(alpha_i - G / Q_ii, 0, u_i) and update w += delta z_i is
- * made there.  In float32, the updates of w drifted from sum_i alpha_i y_i
- * z_i (about eps_32 * u_i * ||z_i|| per visit: 1e-5 of ||w|| after 2e5
- * visits at u_i = 300), and a step below half a unit in the last place of
- * alpha_i was lost, so the projected gradients stopped above the pass
- * tolerance at large u_i; both stalled the certified gap of the solver
- * (docs/solver.md).  The XLA path keeps float32.
+ * made there.  In float32, the updates of w drift from sum_i alpha_i y_i
+ * z_i (about eps_32 * u_i * ||z_i|| per visit, accumulating), and a step
+ * below half a unit in the last place of alpha_i is lost, so at large u_i
+ * the projected gradients cannot fall below the pass tolerance; either
+ * stalls the certified gap of the solver (docs/solver.md).  The XLA path
+ * keeps float32.
  *
  * Entry points:
  *   - XLA FFI handlers (typed FFI, C API of xla/ffi/api/c_api.h, vendored
