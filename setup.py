@@ -1,9 +1,10 @@
 """Build of jaxrank's native CPU kernels (metadata lives in pyproject.toml).
 
-Compiles ``jaxrank/_src/dcd.c`` and ``jaxrank/_src/rank.c`` (plain C99, no
-Python API) into the shared library ``jaxrank/_src/_dcd<EXT_SUFFIX>``, which
-``jaxrank/_src/native.py`` loads with ctypes and registers as XLA FFI targets
-(the DCD passes; the integer stages of the AP and ROC-area oracles). Works for ``pip install .``
+Compiles ``jaxrank/_src/dcd.c``, ``jaxrank/_src/rank.c`` and
+``jaxrank/_src/qp.c`` (plain C99, no Python API) into the shared library
+``jaxrank/_src/_dcd<EXT_SUFFIX>``, which ``jaxrank/_src/native.py`` loads with
+ctypes and registers as XLA FFI targets (the DCD passes; the integer stages of
+the AP and ROC-area oracles; the solver's cached-plane QP). Works for ``pip install .``
 (the library goes into the wheel) and ``pip install -e .`` (setuptools builds
 it next to the source). In a checkout without installing:
 ``python setup.py build_ext --inplace``.
@@ -40,7 +41,7 @@ setup(
     ext_modules=[
         Extension(
             "jaxrank._src._dcd",
-            sources=["jaxrank/_src/dcd.c", "jaxrank/_src/rank.c"],
+            sources=["jaxrank/_src/dcd.c", "jaxrank/_src/rank.c", "jaxrank/_src/qp.c"],
             depends=["jaxrank/_src/xla_ffi/c_api.h", "jaxrank/_src/ffi_glue.h"],
             include_dirs=["jaxrank/_src"],
             # a plain C library, not a Python module: nothing to export on Windows

@@ -1,5 +1,9 @@
 """Fits converge at the defaults: every C of the default grid, certified against float64."""
 
+import json
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -40,6 +44,60 @@ def test_large_C_estimators_converge_at_every_default_C(breast_cancer, cls):
         model = cls(C=C).fit(X, y)
         assert np.all(model.converged_), C
         assert model.dual_objective_ <= model.objective_ * (1 + 2e-6)
+
+
+# One APSVM fit per C given on the command line, with the solver's functional
+# API; prints whether the compiled program calls the native cached-plane QP and
+# (converged, objective, dual) per C.
+_QP_FITS = """
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+from sklearn.datasets import load_breast_cancer
+from sklearn.preprocessing import StandardScaler
+from jaxrank.models import APModel, ItemProblem, design
+from jaxrank.solvers import fit
+
+X, y = load_breast_cancer(return_X_y=True)
+X = StandardScaler().fit_transform(X).astype(np.float32)
+pos = jnp.asarray(y == 1)
+problem = ItemProblem(pos, jnp.ones(len(y), bool))
+model = APModel(kp=int(pos.sum()))
+run = jax.jit(lambda C: fit(model, design(X), problem, C=C, tol=1e-4, max_iter=1000))
+out = {"native_qp": "jaxrank_cached_qp" in run.lower(jnp.float32(1)).as_text(), "fits": []}
+for C in sys.argv[1:]:
+    r = run(jnp.float32(float(C)))
+    out["fits"].append([bool(r.converged), float(r.objective), float(r.dual)])
+print(json.dumps(out))
+"""
+
+
+def _qp_fits(Cs, disable_native):
+    env = dict(os.environ)
+    env.pop("JAXRANK_DISABLE_NATIVE", None)
+    if disable_native:
+        env["JAXRANK_DISABLE_NATIVE"] = "1"
+    proc = subprocess.run([sys.executable, "-c", _QP_FITS, *map(str, Cs)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_cached_plane_qp_native_and_xla_forms_certify_each_other():
+    # On CPU the cached-plane QP runs natively (float64); on GPU/TPU, and where
+    # the library is missing, as XLA loops. Both must reach the certified
+    # optimum, and each one's dual bound must lie below the other's objective.
+    Cs = (100.0, 10000.0)
+    native = _qp_fits(Cs, disable_native=False)
+    xla = _qp_fits(Cs, disable_native=True)
+    assert not xla["native_qp"]
+    if not native["native_qp"]:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the native cached-plane QP is not in the compiled fit")
+        pytest.skip("native library not built")
+    for (ok_n, f_n, d_n), (ok_x, f_x, d_x), C in zip(native["fits"], xla["fits"], Cs):
+        assert ok_n and ok_x, C
+        assert f_n - d_n <= 1.1e-4 * f_n and f_x - d_x <= 1.1e-4 * f_x, C
+        assert d_n <= f_x * (1 + 2e-6) and d_x <= f_n * (1 + 2e-6), C
 
 
 def test_default_C_lies_in_the_default_grid():

@@ -66,7 +66,7 @@
 #define DCD_EXPORT __attribute__((visibility("default")))
 #endif
 
-#define DCD_ABI_VERSION 2
+#define DCD_ABI_VERSION 3
 /* The passes are also compiled for AVX2 where the toolchain can pick the
  * variant at load time (GCC's target_clones, ifunc on x86-64 Linux): w is
  * held in double, whose vectors are half as wide as float32's. */

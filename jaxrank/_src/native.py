@@ -1,10 +1,11 @@
 """jaxrank's native CPU kernels: loading the library and registering its FFI targets.
 
 One shared library, ``jaxrank/_src/_dcd<EXT_SUFFIX>`` (built by ``setup.py``
-from ``dcd.c`` and ``rank.c``; plain C, no Python API), holds every native
-kernel: the dual coordinate descent passes of :mod:`jaxrank._src.dcd` and the
-integer stages of the ranking oracles (sorts, selective-ranking candidates,
-swap counts) of :mod:`jaxrank._src.inference` and the ROC-area SVM. It is
+from ``dcd.c``, ``rank.c`` and ``qp.c``; plain C, no Python API), holds every
+native kernel: the dual coordinate descent passes of :mod:`jaxrank._src.dcd`,
+the integer stages of the ranking oracles (sorts, selective-ranking
+candidates, swap counts) of :mod:`jaxrank._src.inference` and the ROC-area
+SVM, and the solver's cached-plane QP (:mod:`jaxrank._src.solver`). It is
 loaded with ``ctypes`` on first use and its XLA FFI targets are registered for
 the CPU platform; :func:`load` returns it, or ``None`` (with one
 ``RuntimeWarning`` giving the reason) when it is missing, was built for
@@ -36,8 +37,9 @@ _TARGETS = (
     "jaxrank_ap_layout",
     "jaxrank_ap_expand",
     "jaxrank_auc_counts",
+    "jaxrank_cached_qp",
 )
-_ABI_VERSION = 2
+_ABI_VERSION = 3
 _LOCK = threading.Lock()
 _STATE: dict = {}
 
@@ -101,6 +103,18 @@ def available() -> bool:
 def reason():
     """Why the library is not loaded (``None`` if it is, or was not tried yet)."""
     return _STATE.get("reason")
+
+
+def dispatch(native_fn, xla_fn, *args):
+    """``native_fn(*args)`` on CPU when the library is loaded, else ``xla_fn(*args)``.
+
+    The choice is ``lax.platform_dependent`` (only the branch of the platform
+    a program is compiled for is lowered); both functions must return the
+    same shapes and dtypes.
+    """
+    if load() is None:
+        return xla_fn(*args)
+    return jax.lax.platform_dependent(*args, cpu=native_fn, default=xla_fn)
 
 
 def _varying_zero(*trees):

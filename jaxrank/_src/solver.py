@@ -78,7 +78,7 @@ import jax.scipy.linalg
 import numpy as np
 from jax import lax
 
-from jaxrank._src import dcd
+from jaxrank._src import dcd, native
 from jaxrank._src.types import HingeTerms, Violation
 
 
@@ -691,7 +691,10 @@ def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
     Each round is one pairwise Frank-Wolfe step (it brings the most violated
     plane into the support; :func:`_pairwise_step`) and one active-set
     Newton step on the support (:func:`_newton_step`), at most
-    ``max_steps`` rounds.
+    ``max_steps`` rounds (:func:`_solve_cached_rounds`). On CPU, when the
+    native library is loaded, the same algorithm runs as the native kernel
+    ``qp.c`` in float64 (one FFI call per solve, the problems of a batch one
+    after another); elsewhere as the XLA loop in the dtype of the inputs.
 
     Args:
         beta: ``[k]`` convex weights of the cached planes.
@@ -705,11 +708,22 @@ def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
     Returns:
         ``(beta, ell)``: the new weights and ``ell = beta . levels``.
     """
-    return _with_rounds(_solve_cached_rounds, max_steps)(beta, gram, levels, v_other, eps)
+    beta = native.dispatch(functools.partial(_native_cached_qp, max_steps=max_steps),
+                           _with_rounds(_solve_cached_rounds, max_steps),
+                           beta, gram, levels, v_other, eps.astype(beta.dtype))
+    return beta, jnp.dot(beta, levels)
+
+
+def _native_cached_qp(beta, gram, levels, v_other, eps, *, max_steps):
+    """:func:`_solve_cached_rounds` as the native kernel (``qp.c``)."""
+    out = jax.ShapeDtypeStruct(beta.shape, beta.dtype)
+    return native.call("jaxrank_cached_qp", out, beta, gram, levels, v_other, eps,
+                       max_steps=np.int64(max_steps),
+                       ip_steps=np.int64(_INTERIOR_POINT_STEPS))
 
 
 def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
-    """Rounds of :func:`_solve_cached` (``max_steps`` bound).
+    """Rounds of :func:`_solve_cached` (``max_steps`` bound): the new ``beta``.
 
     When the rounds stop above ``eps`` with every cached plane (the aggregate
     included) in the support, where the Gram block is singular or
@@ -746,7 +760,7 @@ def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
 
         stalled = (_fw_gap(beta, levels - v) > eps) & jnp.all(beta > 0)
         beta = lax.cond(stalled, polish, lambda b: b, beta)
-    return beta, jnp.dot(beta, levels)
+    return beta
 
 
 # At most this many interior-point steps polish a cached-plane QP whose
