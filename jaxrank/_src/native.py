@@ -5,7 +5,8 @@ from ``dcd.c``, ``rank.c`` and ``qp.c``; plain C, no Python API), holds every
 native kernel: the dual coordinate descent passes of :mod:`jaxrank._src.dcd`,
 the integer stages of the ranking oracles (sorts, selective-ranking
 candidates, swap counts) of :mod:`jaxrank._src.inference` and the ROC-area
-SVM, and the solver's cached-plane QP (:mod:`jaxrank._src.solver`). It is
+SVM, and the solver's cached-plane QP and products with its plane cache
+(:mod:`jaxrank._src.solver`). It is
 loaded with ``ctypes`` on first use and its XLA FFI targets are registered for
 the CPU platform; :func:`load` returns it, or ``None`` (with one
 ``RuntimeWarning`` giving the reason) when it is missing, was built for
@@ -38,6 +39,8 @@ _TARGETS = (
     "jaxrank_ap_expand",
     "jaxrank_auc_counts",
     "jaxrank_cached_qp",
+    "jaxrank_cache_rows",
+    "jaxrank_cache_combine",
 )
 _ABI_VERSION = 3
 _LOCK = threading.Lock()

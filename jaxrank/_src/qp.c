@@ -1,5 +1,6 @@
 /*
- * The cached-plane QP of the 1-slack solver, solved natively on CPU.
+ * The cached-plane QP of the 1-slack solver, solved natively on CPU, and the
+ * products with the plane cache.
  *
  * Each iteration of jaxrank's solver (jaxrank/_src/solver.py, `step`)
  * re-solves the dual restricted to its cached planes, the simplex-constrained
@@ -36,8 +37,10 @@
  * The XLA form computes in the input dtype, so the two follow the same steps
  * up to rounding.
  *
- * Entry point: jaxrank_cached_qp (typed XLA FFI, C API of
- * xla/ffi/api/c_api.h, vendored in xla_ffi/).  Leading batch axes (vmap with
+ * Entry points (typed XLA FFI, C API of xla/ffi/api/c_api.h, vendored in
+ * xla_ffi/): jaxrank_cached_qp (above); jaxrank_cache_rows and
+ * jaxrank_cache_combine, the products of an iteration with the plane cache
+ * (end of this file).  Leading batch axes (vmap with
  * vmap_method="expand_dims") broadcast: an operand axis of size 1 is shared
  * by every problem of the batch; the problems are solved one after another.
  *
@@ -425,5 +428,141 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
     }
     free(mem);
     free(idx);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Products with the plane cache                                             */
+/* ------------------------------------------------------------------------ */
+
+/* The solver's plane cache is corners [k + 1, dim]: the planes in slots
+ * 0..k-1 (filled from slot 0 upwards; slots at or above the count n of
+ * filled rows are zero) and the aggregate corner in slot k.  These kernels
+ * read only the filled rows and the aggregate (the XLA form reads all rows
+ * of a single fit's cache), and the combination only the rows of nonzero
+ * weight.  Sums are accumulated in double. */
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define QP_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define QP_CLONES
+#endif
+
+#define DEFINE_CACHE_KERNELS(T, SUFFIX)                                       \
+    static inline double dot_##SUFFIX(const T *restrict a, const T *restrict b, \
+                                      int64_t n) {                            \
+        double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};                               \
+        int64_t t = 0;                                                        \
+        for (; t + 8 <= n; t += 8)                                            \
+            for (int u = 0; u < 8; u++) s[u] += (double)a[t + u] * (double)b[t + u]; \
+        for (; t < n; t++) s[0] += (double)a[t] * (double)b[t];               \
+        return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])); \
+    }                                                                         \
+    static QP_CLONES void rows_##SUFFIX(const T *C, const T *V, T *O, int64_t k, \
+                                        int64_t dim, int64_t r, int64_t n) {  \
+        for (int64_t i = 0; i <= k; i++) {                                    \
+            const int empty = i >= n && i < k;                                \
+            for (int64_t j = 0; j < r; j++)                                   \
+                O[j * (k + 1) + i] = empty ? (T)0                             \
+                    : (T)dot_##SUFFIX(C + i * dim, V + j * dim, dim);         \
+        }                                                                     \
+    }                                                                         \
+    static QP_CLONES void combine_##SUFFIX(const T *C, const T *B, T *O, double *acc, \
+                                           int64_t k, int64_t dim) {          \
+        for (int64_t t = 0; t < dim; t++) acc[t] = 0.0;                       \
+        for (int64_t i = 0; i <= k; i++) {                                    \
+            const double a = (double)B[i];                                    \
+            if (a == 0.0) continue;                                           \
+            const T *row = C + i * dim;                                       \
+            for (int64_t t = 0; t < dim; t++) acc[t] += a * (double)row[t];   \
+        }                                                                     \
+        for (int64_t t = 0; t < dim; t++) O[t] = (T)acc[t];                   \
+    }
+
+DEFINE_CACHE_KERNELS(float, f32)
+DEFINE_CACHE_KERNELS(double, f64)
+
+static XLA_FFI_DataType real_dtype(bctx *c, XLA_FFI_Buffer *buf, const char *name) {
+    const XLA_FFI_DataType dt = buf->dtype;
+    if (dt != XLA_FFI_DataType_F32 && dt != XLA_FFI_DataType_F64) {
+        snprintf(c->msg, sizeof c->msg, "%s: dtype code %d, expected float32 or float64", name,
+                 (int)dt);
+        return XLA_FFI_DataType_INVALID;
+    }
+    return dt;
+}
+
+/* args: corners [k + 1, dim], vecs [r, dim], n [] int32;
+ * rets: out [r, k + 1] (out[j, i] = corners[i] . vecs[j], 0 on the empty slots). */
+JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cache_rows(XLA_FFI_CallFrame *cf) {
+    if (metadata_query(cf)) return NULL;
+    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+    bctx c;
+    if (cf->args.size != 3 || cf->rets.size != 1) {
+        return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                         "jaxrank cache_rows: wrong number of operands");
+    }
+    CHECK(init_ctx(&c, cf, 0, 2));
+    const XLA_FFI_DataType dt = real_dtype(&c, ARG(0), "corners");
+    CHECK(dt == XLA_FFI_DataType_INVALID);
+    bview corners, vecs, count, out;
+    CHECK(view(&c, ARG(0), "corners", 2, dt, &corners));
+    CHECK(view(&c, ARG(1), "vecs", 2, dt, &vecs));
+    CHECK(view(&c, ARG(2), "n", 0, XLA_FFI_DataType_S32, &count));
+    CHECK(view(&c, RET(0), "out", 2, dt, &out));
+    const int64_t k = corners.core_dims[0] - 1, dim = corners.core_dims[1];
+    const int64_t r = vecs.core_dims[0];
+    if (k < 0 || vecs.core_dims[1] != dim || out.core_dims[0] != r || out.core_dims[1] != k + 1) {
+        snprintf(c.msg, sizeof c.msg, "shapes: corners [k + 1, dim], vecs [r, dim], out [r, k + 1]");
+        FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+    }
+    for (int64_t b = 0; b < c.nbatch; b++) {
+        int64_t n = *(const int32_t *)at(&c, &count, b);
+        n = n < 0 ? 0 : (n > k ? k : n);
+        if (dt == XLA_FFI_DataType_F64)
+            rows_f64((const double *)at(&c, &corners, b), (const double *)at(&c, &vecs, b),
+                     (double *)at(&c, &out, b), k, dim, r, n);
+        else
+            rows_f32((const float *)at(&c, &corners, b), (const float *)at(&c, &vecs, b),
+                     (float *)at(&c, &out, b), k, dim, r, n);
+    }
+    return NULL;
+}
+
+/* args: corners [k + 1, dim], beta [k + 1];  rets: w [dim] = beta @ corners. */
+JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cache_combine(XLA_FFI_CallFrame *cf) {
+    if (metadata_query(cf)) return NULL;
+    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+    bctx c;
+    if (cf->args.size != 2 || cf->rets.size != 1) {
+        return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                         "jaxrank cache_combine: wrong number of operands");
+    }
+    CHECK(init_ctx(&c, cf, 0, 1));
+    const XLA_FFI_DataType dt = real_dtype(&c, ARG(0), "corners");
+    CHECK(dt == XLA_FFI_DataType_INVALID);
+    bview corners, beta, out;
+    CHECK(view(&c, ARG(0), "corners", 2, dt, &corners));
+    CHECK(view(&c, ARG(1), "beta", 1, dt, &beta));
+    CHECK(view(&c, RET(0), "w", 1, dt, &out));
+    const int64_t k = corners.core_dims[0] - 1, dim = corners.core_dims[1];
+    if (k < 0 || beta.core_dims[0] != k + 1 || out.core_dims[0] != dim) {
+        snprintf(c.msg, sizeof c.msg, "shapes: corners [k + 1, dim], beta [k + 1], w [dim]");
+        FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+    }
+    double *acc = (double *)malloc((size_t)(dim + 1) * sizeof(double));
+    if (acc == NULL) {
+        snprintf(c.msg, sizeof c.msg, "out of memory");
+        FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
+    }
+    for (int64_t b = 0; b < c.nbatch; b++) {
+        if (dt == XLA_FFI_DataType_F64)
+            combine_f64((const double *)at(&c, &corners, b), (const double *)at(&c, &beta, b),
+                        (double *)at(&c, &out, b), acc, k, dim);
+        else
+            combine_f32((const float *)at(&c, &corners, b), (const float *)at(&c, &beta, b),
+                        (float *)at(&c, &out, b), acc, k, dim);
+    }
+    free(acc);
     return NULL;
 }

@@ -393,10 +393,52 @@ def _combine_at(m):
     return f
 
 
-# ``f(n, corners, v) = corners @ v`` (``[k]``) and ``f(n, corners, beta) = beta @ corners``
-# (``[dim]``), reading only the ``n`` filled rows and the aggregate under ``vmap``.
-_cache_matvec = _over_filled_rows(_matvec_at)
-_cache_combine = _over_filled_rows(_combine_at)
+# XLA forms of ``corners @ v`` (``[k]``) and ``beta @ corners`` (``[dim]``), reading only
+# the ``n`` filled rows and the aggregate under ``vmap``.
+_xla_cache_matvec = _over_filled_rows(_matvec_at)
+_xla_cache_combine = _over_filled_rows(_combine_at)
+
+
+def _native_cache_rows(n, corners, vecs):
+    out = jax.ShapeDtypeStruct(vecs.shape[:-2] + (vecs.shape[-2], corners.shape[-2]),
+                               corners.dtype)
+    return native.call("jaxrank_cache_rows", out, corners, vecs, n)
+
+
+def _xla_cache_rows(n, corners, vecs):
+    return jnp.stack([_xla_cache_matvec(n, corners, vecs[j]) for j in range(vecs.shape[0])])
+
+
+def _cache_rows(n, corners, vecs, *, native_ok=True):
+    """``[r, k + 1]`` products ``vecs @ corners.T`` with the plane cache.
+
+    ``n``: ``[]`` int32 count of filled slots (:func:`_filled_rows`);
+    ``corners``: ``[k + 1, dim]``; ``vecs``: ``[r, dim]``. Rows of the empty
+    slots are zero. On CPU with the native library (and ``native_ok``), one
+    pass over the filled rows and the aggregate (``qp.c``, float64 sums);
+    else the XLA form (sums in the dtype of ``corners``).
+    """
+    if not native_ok:
+        return _xla_cache_rows(n, corners, vecs)
+    return native.dispatch(_native_cache_rows, _xla_cache_rows, n, corners, vecs)
+
+
+def _cache_matvec(n, corners, v, *, native_ok=True):
+    """``[k + 1]`` ``corners @ v`` (:func:`_cache_rows` of one vector)."""
+    return _cache_rows(n, corners, v[None], native_ok=native_ok)[0]
+
+
+def _native_cache_combine(n, corners, beta):
+    del n
+    out = jax.ShapeDtypeStruct(corners.shape[:-2] + corners.shape[-1:], corners.dtype)
+    return native.call("jaxrank_cache_combine", out, corners, beta)
+
+
+def _cache_combine(n, corners, beta, *, native_ok=True):
+    """``[dim]`` ``beta @ corners``; the native form reads only rows of nonzero weight."""
+    if not native_ok:
+        return _xla_cache_combine(n, corners, beta)
+    return native.dispatch(_native_cache_combine, _xla_cache_combine, n, corners, beta)
 
 
 def _support_system(gram, rhs, on, ridge, m):
@@ -1159,8 +1201,11 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         beta = beta.at[slot].add(gamma)
         # Refresh the two changed rows / columns of the Gram matrix.
         n_filled = _filled_rows(born)
-        r_slot = _cache_matvec(n_filled, corners, corners[slot])
-        r_agg = _cache_matvec(n_filled, corners, corners[agg])
+        # The projected steps keep the XLA products (float32 sums): their
+        # iteration counts follow the rounding of the Gram matrix
+        # (``_full_kkt_solve``), and float64 sums made some fits much longer.
+        r_slot, r_agg = _cache_rows(n_filled, corners, jnp.stack([corners[slot], corners[agg]]),
+                                    native_ok=not projected)
         gram = gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
         gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
         if model.inner_steps > 0:
@@ -1174,7 +1219,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
                 v_other = (jnp.zeros_like(levels) if planes_only
                            else _cache_matvec(n_filled, corners, w_other))
                 beta, ell = _solve_cached(beta, gram, levels, v_other, model.inner_steps, eps)
-            w = _cache_combine(n_filled, corners, beta)
+            w = _cache_combine(n_filled, corners, beta, native_ok=not projected)
             w = w if planes_only else w + w_other
     active, pg_tol = s.active, s.pg_tol
     if hinge is not None:
