@@ -155,6 +155,23 @@ static int64_t attr_int(XLA_FFI_CallFrame *cf, const char *name, int64_t dflt) {
     return dflt;
 }
 
+/* A float64 (or float32) scalar attribute `name`, else `dflt`. */
+static inline double attr_double(XLA_FFI_CallFrame *cf, const char *name, double dflt) {
+    const size_t len = strlen(name);
+    for (int64_t i = 0; i < cf->attrs.size; i++) {
+        const XLA_FFI_ByteSpan *nm = cf->attrs.names[i];
+        if (nm->len != len || memcmp(nm->ptr, name, len) != 0) continue;
+        if (cf->attrs.types[i] != XLA_FFI_AttrType_SCALAR) return dflt;
+        const XLA_FFI_Scalar *s = (const XLA_FFI_Scalar *)cf->attrs.attrs[i];
+        switch (s->dtype) {
+        case XLA_FFI_DataType_F64: return *(const double *)s->value;
+        case XLA_FFI_DataType_F32: return *(const float *)s->value;
+        default: return dflt;
+        }
+    }
+    return dflt;
+}
+
 #define ARG(i) ((XLA_FFI_Buffer *)cf->args.args[(i)])
 #define RET(i) ((XLA_FFI_Buffer *)cf->rets.rets[(i)])
 #define FAIL(code) return ffi_error(cf->api, (code), c.msg)

@@ -24,9 +24,10 @@
  *        Cholesky with the border eliminated, then an exact line search of
  *        the true dual towards x stopped at the first weight that reaches 0
  *        (the ratio test of an active-set method; Nocedal and Wright,
- *        Numerical Optimization, 2nd ed., Sec. 16.5).  A failed
- *        factorisation leaves beta and raises the ridge 100x (at most to
- *        1e-2 times the largest diagonal entry of G);
+ *        Numerical Optimization, 2nd ed., Sec. 16.5).  The ridge starts at
+ *        the attribute `ridge` times the largest diagonal entry of G; a
+ *        failed factorisation leaves beta and multiplies it by
+ *        `ridge_growth`, at most to `ridge_max` times that entry;
  *   then, if the rounds stopped above eps with every weight (the aggregate
  *   included) in the support, at most ip_steps primal-dual interior-point
  *   steps with Mehrotra's predictor-corrector (Nocedal and Wright, Alg.
@@ -56,12 +57,6 @@
 
 #include "ffi_glue.h"
 
-/* Must match _NEWTON_RIDGE, _NEWTON_RIDGE_GROWTH and _NEWTON_RIDGE_MAX of
- * jaxrank/_src/solver.py (tests compare the two forms). */
-#define QP_RIDGE 1.0e-6
-#define QP_RIDGE_GROWTH 100.0
-#define QP_RIDGE_MAX 1.0e-2
-
 typedef struct {
     int64_t k;
     const double *G; /* [k, k] */
@@ -76,6 +71,9 @@ typedef struct {
     int64_t *idx;    /* [k] */
     /* interior point */
     double *b, *s, *g, *m1, *mr, *db, *ds, *tmp, *out; /* [k] each */
+    /* ridge of the Newton systems (relative to the largest diagonal entry of
+     * G), its growth after a failed factorisation and its cap */
+    double ridge, ridge_growth, ridge_max;
 } qp_work;
 
 static inline double dotd(const double *a, const double *b, int64_t n) {
@@ -328,12 +326,13 @@ static void solve(qp_work *q, double eps, int64_t max_steps, int64_t ip_steps) {
     const int64_t k = q->k;
     double scale = 0.0;
     for (int64_t i = 0; i < k; i++) scale = fmax(scale, fabs(q->G[i * k + i]));
-    double ridge = QP_RIDGE * (scale > 0 ? scale : 1.0);
-    const double ridge_max = ridge * (QP_RIDGE_MAX / QP_RIDGE);
+    if (!(scale > 0)) scale = 1.0;
+    double ridge = q->ridge * scale;
+    const double ridge_max = q->ridge_max * scale;
     matvec(q->G, q->beta, q->v, k);
     for (int64_t r = 0; r < max_steps && fw_gap(q->beta, q->lin, q->v, k) > eps; r++) {
         pairwise_step(q);
-        if (!newton_step(q, ridge)) ridge = fmin(QP_RIDGE_GROWTH * ridge, ridge_max);
+        if (!newton_step(q, ridge)) ridge = fmin(q->ridge_growth * ridge, ridge_max);
         matvec(q->G, q->beta, q->v, k);
     }
     if (ip_steps <= 0 || !(fw_gap(q->beta, q->lin, q->v, k) > eps)) return;
@@ -344,12 +343,23 @@ static void solve(qp_work *q, double eps, int64_t max_steps, int64_t ip_steps) {
         memcpy(q->beta, q->out, (size_t)k * sizeof *q->beta);
 }
 
+static XLA_FFI_DataType real_dtype(bctx *c, XLA_FFI_Buffer *buf, const char *name) {
+    const XLA_FFI_DataType dt = buf->dtype;
+    if (dt != XLA_FFI_DataType_F32 && dt != XLA_FFI_DataType_F64) {
+        snprintf(c->msg, sizeof c->msg, "%s: dtype code %d, expected float32 or float64", name,
+                 (int)dt);
+        return XLA_FFI_DataType_INVALID;
+    }
+    return dt;
+}
+
 static double load(const void *p, int64_t i, int f64) {
     return f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
 }
 
 /* args: beta [k], gram [k, k], levels [k], v_other [k], eps [];
- * attrs: max_steps, ip_steps;  rets: beta [k] (the dtype of the args). */
+ * attrs: max_steps, ip_steps (int64), ridge, ridge_growth, ridge_max
+ * (float64);  rets: beta [k] (the dtype of the args). */
 JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
     if (metadata_query(cf)) return NULL;
     if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
@@ -359,11 +369,8 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
                          "jaxrank cached_qp: wrong number of operands");
     }
     CHECK(init_ctx(&c, cf, 0, 1));
-    const XLA_FFI_DataType dt = ARG(0)->dtype;
-    if (dt != XLA_FFI_DataType_F32 && dt != XLA_FFI_DataType_F64) {
-        snprintf(c.msg, sizeof c.msg, "beta: dtype code %d, expected float32 or float64", (int)dt);
-        FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
-    }
+    const XLA_FFI_DataType dt = real_dtype(&c, ARG(0), "beta");
+    CHECK(dt == XLA_FFI_DataType_INVALID);
     const int f64 = dt == XLA_FFI_DataType_F64;
     bview beta, gram, levels, vo, eps, out;
     CHECK(view(&c, ARG(0), "beta", 1, dt, &beta));
@@ -380,6 +387,14 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
     }
     const int64_t max_steps = attr_int(cf, "max_steps", 0);
     const int64_t ip_steps = attr_int(cf, "ip_steps", 0);
+    const double ridge = attr_double(cf, "ridge", NAN);
+    const double ridge_growth = attr_double(cf, "ridge_growth", NAN);
+    const double ridge_max = attr_double(cf, "ridge_max", NAN);
+    if (!(ridge > 0) || !(ridge_growth >= 1) || !(ridge_max >= ridge)) {
+        snprintf(c.msg, sizeof c.msg,
+                 "attributes ridge > 0, ridge_growth >= 1, ridge_max >= ridge are required");
+        FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+    }
     if (k == 0) return NULL;
     double *mem = (double *)malloc((size_t)(2 * k * k + 17 * k) * sizeof(double));
     int64_t *idx = (int64_t *)malloc((size_t)k * sizeof(int64_t));
@@ -410,6 +425,9 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
     q.out = q.tmp + k;        /* ends at lin + 17 k */
     q.L = q.out + k;          /* [k, k] */
     q.idx = idx;
+    q.ridge = ridge;
+    q.ridge_growth = ridge_growth;
+    q.ridge_max = ridge_max;
     for (int64_t bi = 0; bi < c.nbatch; bi++) {
         const void *pg = at(&c, &gram, bi), *pb = at(&c, &beta, bi);
         const void *pl = at(&c, &levels, bi), *pv = at(&c, &vo, bi);
@@ -482,15 +500,6 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
 DEFINE_CACHE_KERNELS(float, f32)
 DEFINE_CACHE_KERNELS(double, f64)
 
-static XLA_FFI_DataType real_dtype(bctx *c, XLA_FFI_Buffer *buf, const char *name) {
-    const XLA_FFI_DataType dt = buf->dtype;
-    if (dt != XLA_FFI_DataType_F32 && dt != XLA_FFI_DataType_F64) {
-        snprintf(c->msg, sizeof c->msg, "%s: dtype code %d, expected float32 or float64", name,
-                 (int)dt);
-        return XLA_FFI_DataType_INVALID;
-    }
-    return dt;
-}
 
 /* args: corners [k + 1, dim], vecs [r, dim], n [] int32;
  * rets: out [r, k + 1] (out[j, i] = corners[i] . vecs[j], 0 on the empty slots). */

@@ -761,7 +761,10 @@ def _native_cached_qp(beta, gram, levels, v_other, eps, *, max_steps):
     out = jax.ShapeDtypeStruct(beta.shape, beta.dtype)
     return native.call("jaxrank_cached_qp", out, beta, gram, levels, v_other, eps,
                        max_steps=np.int64(max_steps),
-                       ip_steps=np.int64(_INTERIOR_POINT_STEPS))
+                       ip_steps=np.int64(_INTERIOR_POINT_STEPS),
+                       ridge=np.float64(_NEWTON_RIDGE),
+                       ridge_growth=np.float64(_NEWTON_RIDGE_GROWTH),
+                       ridge_max=np.float64(_NEWTON_RIDGE_MAX))
 
 
 def _solve_cached_rounds(beta, gram, levels, v_other, eps, *, max_steps):
