@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xla_ffi/c_api.h"
@@ -170,6 +171,140 @@ static inline double attr_double(XLA_FFI_CallFrame *cf, const char *name, double
         }
     }
     return dflt;
+}
+
+
+/* ------------------------------------------------------------------------ */
+/* The problems of a batch on XLA's CPU thread pool                          */
+/* ------------------------------------------------------------------------ */
+
+/* Solves problem `b` of a batch; `scratch` is the calling worker's own
+ * workspace (`scratch_bytes` of par_batch, NULL when 0). */
+typedef void (*batch_fn)(void *arg, int64_t b, void *scratch);
+
+/* Parallel batches need GCC/Clang atomics and sched_yield (POSIX); other
+ * builds solve the problems of a batch one after another. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
+#define JAXRANK_PAR 1
+#include <sched.h>
+#else
+#define JAXRANK_PAR 0
+#endif
+
+#if JAXRANK_PAR
+typedef struct {
+    int64_t next;   /* next problem to take (atomic) */
+    int64_t done;   /* problems finished (atomic) */
+    int64_t refs;   /* holders of this job: the caller and each scheduled task (atomic) */
+    int64_t n;
+    batch_fn fn;
+    void *arg;
+    size_t scratch_bytes;
+} par_job;
+
+static inline void par_work(par_job *j, void *scratch) {
+    for (;;) {
+        const int64_t b = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (b >= j->n) return;
+        j->fn(j->arg, b, scratch);
+        __atomic_fetch_add(&j->done, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static inline void par_release(par_job *j) {
+    if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) == 0) free(j);
+}
+
+/* A task on XLA's pool: it takes problems while any are left.  It may start
+ * after the caller returned (then none are left and it touches only the job,
+ * which the last holder frees); `arg` is read only while a problem taken by
+ * this task is unfinished, and the caller waits for those. */
+static inline void par_task(void *data) {
+    par_job *j = (par_job *)data;
+    if (__atomic_load_n(&j->next, __ATOMIC_RELAXED) < j->n) {
+        void *scratch = j->scratch_bytes ? malloc(j->scratch_bytes) : NULL;
+        if (scratch != NULL || j->scratch_bytes == 0) par_work(j, scratch);
+        free(scratch);
+    }
+    par_release(j);
+}
+
+static inline int64_t pool_threads(XLA_FFI_CallFrame *cf) {
+    const XLA_FFI_Api *api = cf->api;
+    if (api->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_ThreadPool_NumThreads)
+                               + sizeof(api->XLA_FFI_ThreadPool_NumThreads)
+        || api->XLA_FFI_ThreadPool_Schedule == NULL || api->XLA_FFI_ThreadPool_NumThreads == NULL)
+        return 0;
+    int64_t num = 0;
+    XLA_FFI_ThreadPool_NumThreads_Args a;
+    memset(&a, 0, sizeof(a));
+    a.struct_size = XLA_FFI_ThreadPool_NumThreads_Args_STRUCT_SIZE;
+    a.ctx = cf->ctx;
+    a.num_threads = &num;
+    XLA_FFI_Error *err = api->XLA_FFI_ThreadPool_NumThreads(&a);
+    if (err != NULL) {
+        XLA_FFI_Error_Destroy_Args d;
+        memset(&d, 0, sizeof(d));
+        d.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+        d.error = err;
+        api->XLA_FFI_Error_Destroy(&d);
+        return 0;
+    }
+    return num;
+}
+#endif /* JAXRANK_PAR */
+
+/* Runs fn(arg, b, scratch) for b = 0..n-1: the calling thread with
+ * `caller_scratch`, and tasks on XLA's intra-op thread pool (one per pool
+ * thread, at most n - 1) with workspaces of `scratch_bytes` they allocate.
+ * Returns when every problem is finished.  Without a pool (an older XLA, a
+ * pool that refuses a task) or a job allocation the caller solves them all:
+ * the results never depend on which thread solved a problem. */
+static inline void par_batch(XLA_FFI_CallFrame *cf, int64_t n, batch_fn fn, void *arg,
+                      size_t scratch_bytes, void *caller_scratch) {
+#if JAXRANK_PAR
+    int64_t helpers = n > 1 ? pool_threads(cf) : 0;
+    if (helpers > n - 1) helpers = n - 1;
+    par_job *j = helpers > 0 ? (par_job *)malloc(sizeof(par_job)) : NULL;
+    if (j == NULL) {
+        for (int64_t b = 0; b < n; b++) fn(arg, b, caller_scratch);
+        return;
+    }
+    j->next = 0;
+    j->done = 0;
+    j->refs = 1;
+    j->n = n;
+    j->fn = fn;
+    j->arg = arg;
+    j->scratch_bytes = scratch_bytes;
+    const XLA_FFI_Api *api = cf->api;
+    for (int64_t h = 0; h < helpers; h++) {
+        __atomic_fetch_add(&j->refs, 1, __ATOMIC_RELAXED);
+        XLA_FFI_ThreadPool_Schedule_Args a;
+        memset(&a, 0, sizeof(a));
+        a.struct_size = XLA_FFI_ThreadPool_Schedule_Args_STRUCT_SIZE;
+        a.ctx = cf->ctx;
+        a.task = par_task;
+        a.data = j;
+        XLA_FFI_Error *err = api->XLA_FFI_ThreadPool_Schedule(&a);
+        if (err != NULL) {
+            XLA_FFI_Error_Destroy_Args d;
+            memset(&d, 0, sizeof(d));
+            d.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+            d.error = err;
+            api->XLA_FFI_Error_Destroy(&d);
+            __atomic_fetch_sub(&j->refs, 1, __ATOMIC_RELAXED);
+            break;
+        }
+    }
+    par_work(j, caller_scratch);
+    while (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < n) sched_yield();
+    par_release(j);
+#else
+    (void)cf;
+    (void)scratch_bytes;
+    for (int64_t b = 0; b < n; b++) fn(arg, b, caller_scratch);
+#endif
 }
 
 #define ARG(i) ((XLA_FFI_Buffer *)cf->args.args[(i)])

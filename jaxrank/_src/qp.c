@@ -43,7 +43,8 @@
  * jaxrank_cache_combine, the products of an iteration with the plane cache
  * (end of this file).  Leading batch axes (vmap with
  * vmap_method="expand_dims") broadcast: an operand axis of size 1 is shared
- * by every problem of the batch; the problems are solved one after another.
+ * by every problem of the batch; the problems of a batch are solved in
+ * parallel on XLA's CPU thread pool (par_batch, ffi_glue.h).
  *
  * Plain C99 (no Python API).
  */
@@ -357,54 +358,27 @@ static double load(const void *p, int64_t i, int f64) {
     return f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
 }
 
-/* args: beta [k], gram [k, k], levels [k], v_other [k], eps [];
- * attrs: max_steps, ip_steps (int64), ridge, ridge_growth, ridge_max
- * (float64);  rets: beta [k] (the dtype of the args). */
-JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
-    if (metadata_query(cf)) return NULL;
-    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
-    bctx c;
-    if (cf->args.size != 5 || cf->rets.size != 1) {
-        return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                         "jaxrank cached_qp: wrong number of operands");
-    }
-    CHECK(init_ctx(&c, cf, 0, 1));
-    const XLA_FFI_DataType dt = real_dtype(&c, ARG(0), "beta");
-    CHECK(dt == XLA_FFI_DataType_INVALID);
-    const int f64 = dt == XLA_FFI_DataType_F64;
+/* One batch problem of jaxrank_cached_qp: its operand views. */
+typedef struct {
+    bctx *c;
     bview beta, gram, levels, vo, eps, out;
-    CHECK(view(&c, ARG(0), "beta", 1, dt, &beta));
-    CHECK(view(&c, ARG(1), "gram", 2, dt, &gram));
-    CHECK(view(&c, ARG(2), "levels", 1, dt, &levels));
-    CHECK(view(&c, ARG(3), "v_other", 1, dt, &vo));
-    CHECK(view(&c, ARG(4), "eps", 0, dt, &eps));
-    CHECK(view(&c, RET(0), "beta_out", 1, dt, &out));
-    const int64_t k = out.core_dims[0];
-    if (beta.core_dims[0] != k || gram.core_dims[0] != k || gram.core_dims[1] != k
-        || levels.core_dims[0] != k || vo.core_dims[0] != k) {
-        snprintf(c.msg, sizeof c.msg, "operands need k = %lld planes ([k], [k, k])", (long long)k);
-        FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
-    }
-    const int64_t max_steps = attr_int(cf, "max_steps", 0);
-    const int64_t ip_steps = attr_int(cf, "ip_steps", 0);
-    const double ridge = attr_double(cf, "ridge", NAN);
-    const double ridge_growth = attr_double(cf, "ridge_growth", NAN);
-    const double ridge_max = attr_double(cf, "ridge_max", NAN);
-    if (!(ridge > 0) || !(ridge_growth >= 1) || !(ridge_max >= ridge)) {
-        snprintf(c.msg, sizeof c.msg,
-                 "attributes ridge > 0, ridge_growth >= 1, ridge_max >= ridge are required");
-        FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
-    }
-    if (k == 0) return NULL;
-    double *mem = (double *)malloc((size_t)(2 * k * k + 17 * k) * sizeof(double));
-    int64_t *idx = (int64_t *)malloc((size_t)k * sizeof(int64_t));
-    if (mem == NULL || idx == NULL) {
-        free(mem);
-        free(idx);
-        snprintf(c.msg, sizeof c.msg, "out of memory for %lld planes", (long long)k);
-        FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
-    }
-    double *Gd = mem, *lin = mem + k * k, *bd = lin + k;
+    int64_t k, max_steps, ip_steps;
+    int f64;
+    double ridge, ridge_growth, ridge_max;
+} qp_batch;
+
+/* Workspace bytes of one worker: G [k, k], L [k, k], 17 vectors [k] of
+ * doubles, idx [k]. */
+static size_t qp_scratch_bytes(int64_t k) {
+    return (size_t)(2 * k * k + 17 * k) * sizeof(double) + (size_t)k * sizeof(int64_t);
+}
+
+static void qp_one(void *arg, int64_t bi, void *scratch) {
+    const qp_batch *p = (const qp_batch *)arg;
+    const bctx *c = p->c;
+    const int64_t k = p->k;
+    const int f64 = p->f64;
+    double *Gd = (double *)scratch, *lin = Gd + k * k, *bd = lin + k;
     qp_work q;
     q.k = k;
     q.G = Gd;
@@ -424,28 +398,75 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
     q.tmp = q.ds + k;
     q.out = q.tmp + k;        /* ends at lin + 17 k */
     q.L = q.out + k;          /* [k, k] */
-    q.idx = idx;
-    q.ridge = ridge;
-    q.ridge_growth = ridge_growth;
-    q.ridge_max = ridge_max;
-    for (int64_t bi = 0; bi < c.nbatch; bi++) {
-        const void *pg = at(&c, &gram, bi), *pb = at(&c, &beta, bi);
-        const void *pl = at(&c, &levels, bi), *pv = at(&c, &vo, bi);
-        for (int64_t i = 0; i < k * k; i++) Gd[i] = load(pg, i, f64);
-        for (int64_t i = 0; i < k; i++) {
-            lin[i] = load(pl, i, f64) - load(pv, i, f64);
-            bd[i] = load(pb, i, f64);
-        }
-        const double e = load(at(&c, &eps, bi), 0, f64);
-        solve(&q, e, max_steps, ip_steps);
-        void *po = at(&c, &out, bi);
-        for (int64_t i = 0; i < k; i++) {
-            if (f64) ((double *)po)[i] = bd[i];
-            else ((float *)po)[i] = (float)bd[i];
-        }
+    q.idx = (int64_t *)(q.L + k * k);
+    q.ridge = p->ridge;
+    q.ridge_growth = p->ridge_growth;
+    q.ridge_max = p->ridge_max;
+    const void *pg = at(c, &p->gram, bi), *pb = at(c, &p->beta, bi);
+    const void *pl = at(c, &p->levels, bi), *pv = at(c, &p->vo, bi);
+    for (int64_t i = 0; i < k * k; i++) Gd[i] = load(pg, i, f64);
+    for (int64_t i = 0; i < k; i++) {
+        lin[i] = load(pl, i, f64) - load(pv, i, f64);
+        bd[i] = load(pb, i, f64);
     }
-    free(mem);
-    free(idx);
+    const double e = load(at(c, &p->eps, bi), 0, f64);
+    solve(&q, e, p->max_steps, p->ip_steps);
+    void *po = at(c, &p->out, bi);
+    for (int64_t i = 0; i < k; i++) {
+        if (f64) ((double *)po)[i] = bd[i];
+        else ((float *)po)[i] = (float)bd[i];
+    }
+}
+
+/* args: beta [k], gram [k, k], levels [k], v_other [k], eps [];
+ * attrs: max_steps, ip_steps (int64), ridge, ridge_growth, ridge_max
+ * (float64);  rets: beta [k] (the dtype of the args).  The problems of a
+ * batch are solved in parallel on XLA's CPU thread pool (par_batch). */
+JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
+    if (metadata_query(cf)) return NULL;
+    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+    bctx c;
+    if (cf->args.size != 5 || cf->rets.size != 1) {
+        return ffi_error(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                         "jaxrank cached_qp: wrong number of operands");
+    }
+    CHECK(init_ctx(&c, cf, 0, 1));
+    const XLA_FFI_DataType dt = real_dtype(&c, ARG(0), "beta");
+    CHECK(dt == XLA_FFI_DataType_INVALID);
+    qp_batch p;
+    p.c = &c;
+    p.f64 = dt == XLA_FFI_DataType_F64;
+    CHECK(view(&c, ARG(0), "beta", 1, dt, &p.beta));
+    CHECK(view(&c, ARG(1), "gram", 2, dt, &p.gram));
+    CHECK(view(&c, ARG(2), "levels", 1, dt, &p.levels));
+    CHECK(view(&c, ARG(3), "v_other", 1, dt, &p.vo));
+    CHECK(view(&c, ARG(4), "eps", 0, dt, &p.eps));
+    CHECK(view(&c, RET(0), "beta_out", 1, dt, &p.out));
+    const int64_t k = p.out.core_dims[0];
+    if (p.beta.core_dims[0] != k || p.gram.core_dims[0] != k || p.gram.core_dims[1] != k
+        || p.levels.core_dims[0] != k || p.vo.core_dims[0] != k) {
+        snprintf(c.msg, sizeof c.msg, "operands need k = %lld planes ([k], [k, k])", (long long)k);
+        FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+    }
+    p.k = k;
+    p.max_steps = attr_int(cf, "max_steps", 0);
+    p.ip_steps = attr_int(cf, "ip_steps", 0);
+    p.ridge = attr_double(cf, "ridge", NAN);
+    p.ridge_growth = attr_double(cf, "ridge_growth", NAN);
+    p.ridge_max = attr_double(cf, "ridge_max", NAN);
+    if (!(p.ridge > 0) || !(p.ridge_growth >= 1) || !(p.ridge_max >= p.ridge)) {
+        snprintf(c.msg, sizeof c.msg,
+                 "attributes ridge > 0, ridge_growth >= 1, ridge_max >= ridge are required");
+        FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+    }
+    if (k == 0) return NULL;
+    void *scratch = malloc(qp_scratch_bytes(k));
+    if (scratch == NULL) {
+        snprintf(c.msg, sizeof c.msg, "out of memory for %lld planes", (long long)k);
+        FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
+    }
+    par_batch(cf, c.nbatch, qp_one, &p, qp_scratch_bytes(k), scratch);
+    free(scratch);
     return NULL;
 }
 
@@ -500,6 +521,38 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cached_qp(XLA_FFI_CallFrame *cf) {
 DEFINE_CACHE_KERNELS(float, f32)
 DEFINE_CACHE_KERNELS(double, f64)
 
+/* One batch problem of the cache products: its operand views. */
+typedef struct {
+    const bctx *c;
+    const bview *corners, *vecs, *count, *out; /* vecs: beta for the combination */
+    int64_t k, dim, r;
+    int f64;
+} cache_batch;
+
+static void rows_one(void *arg, int64_t b, void *scratch) {
+    const cache_batch *p = (const cache_batch *)arg;
+    (void)scratch;
+    int64_t n = *(const int32_t *)at(p->c, p->count, b);
+    n = n < 0 ? 0 : (n > p->k ? p->k : n);
+    if (p->f64)
+        rows_f64((const double *)at(p->c, p->corners, b), (const double *)at(p->c, p->vecs, b),
+                 (double *)at(p->c, p->out, b), p->k, p->dim, p->r, n);
+    else
+        rows_f32((const float *)at(p->c, p->corners, b), (const float *)at(p->c, p->vecs, b),
+                 (float *)at(p->c, p->out, b), p->k, p->dim, p->r, n);
+}
+
+static void combine_one(void *arg, int64_t b, void *scratch) {
+    const cache_batch *p = (const cache_batch *)arg;
+    if (p->f64)
+        combine_f64((const double *)at(p->c, p->corners, b), (const double *)at(p->c, p->vecs, b),
+                    (double *)at(p->c, p->out, b), (double *)scratch, p->k, p->dim);
+    else
+        combine_f32((const float *)at(p->c, p->corners, b), (const float *)at(p->c, p->vecs, b),
+                    (float *)at(p->c, p->out, b), (double *)scratch, p->k, p->dim);
+}
+
+
 
 /* args: corners [k + 1, dim], vecs [r, dim], n [] int32;
  * rets: out [r, k + 1] (out[j, i] = corners[i] . vecs[j], 0 on the empty slots). */
@@ -525,16 +578,8 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cache_rows(XLA_FFI_CallFrame *cf) {
         snprintf(c.msg, sizeof c.msg, "shapes: corners [k + 1, dim], vecs [r, dim], out [r, k + 1]");
         FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
     }
-    for (int64_t b = 0; b < c.nbatch; b++) {
-        int64_t n = *(const int32_t *)at(&c, &count, b);
-        n = n < 0 ? 0 : (n > k ? k : n);
-        if (dt == XLA_FFI_DataType_F64)
-            rows_f64((const double *)at(&c, &corners, b), (const double *)at(&c, &vecs, b),
-                     (double *)at(&c, &out, b), k, dim, r, n);
-        else
-            rows_f32((const float *)at(&c, &corners, b), (const float *)at(&c, &vecs, b),
-                     (float *)at(&c, &out, b), k, dim, r, n);
-    }
+    cache_batch p = {&c, &corners, &vecs, &count, &out, k, dim, r, dt == XLA_FFI_DataType_F64};
+    par_batch(cf, c.nbatch, rows_one, &p, 0, NULL);
     return NULL;
 }
 
@@ -564,14 +609,8 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_cache_combine(XLA_FFI_CallFrame *cf) {
         snprintf(c.msg, sizeof c.msg, "out of memory");
         FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
     }
-    for (int64_t b = 0; b < c.nbatch; b++) {
-        if (dt == XLA_FFI_DataType_F64)
-            combine_f64((const double *)at(&c, &corners, b), (const double *)at(&c, &beta, b),
-                        (double *)at(&c, &out, b), acc, k, dim);
-        else
-            combine_f32((const float *)at(&c, &corners, b), (const float *)at(&c, &beta, b),
-                        (float *)at(&c, &out, b), acc, k, dim);
-    }
+    cache_batch p = {&c, &corners, &beta, NULL, &out, k, dim, 0, dt == XLA_FFI_DataType_F64};
+    par_batch(cf, c.nbatch, combine_one, &p, (size_t)(dim + 1) * sizeof(double), acc);
     free(acc);
     return NULL;
 }

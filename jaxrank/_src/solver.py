@@ -79,7 +79,7 @@ import numpy as np
 from jax import lax
 
 from jaxrank._src import dcd, native
-from jaxrank._src.types import HingeTerms, Violation
+from jaxrank._src.types import HingeTerms
 
 
 class FitResult(NamedTuple):
@@ -735,8 +735,9 @@ def _solve_cached(beta, gram, levels, v_other, max_steps, eps):
     Newton step on the support (:func:`_newton_step`), at most
     ``max_steps`` rounds (:func:`_solve_cached_rounds`). On CPU, when the
     native library is loaded, the same algorithm runs as the native kernel
-    ``qp.c`` in float64 (one FFI call per solve, the problems of a batch one
-    after another); elsewhere as the XLA loop in the dtype of the inputs.
+    ``qp.c`` in float64 (one FFI call per solve, the problems of a batch in
+    parallel on XLA's CPU thread pool); elsewhere as the XLA loop in the
+    dtype of the inputs.
 
     Args:
         beta: ``[k]`` convex weights of the cached planes.
@@ -906,10 +907,9 @@ _LINE_SEARCH_BISECTIONS = 32
 
 # Largest (cache + 1) * inner_steps * dim for which the plane steps of a
 # sign-constrained model take the projected dual (the pairwise part of a round
-# costs O(cache * dim) instead of O(cache); its Newton part O(cache^2 * dim)). Above it (e.g. sparse tf-idf
-# features) the cheaper steps with ``nu`` held fixed are taken: HOB-SVM with
-# 20,000 sparse features and 128 / 128 planes took 180 ms per iteration with
-# projected steps against 5 ms without.
+# costs O(cache * dim) instead of O(cache); its Newton part
+# O(cache^2 * dim)). Above it (e.g. sparse tf-idf features) the cheaper steps
+# with ``nu`` held fixed are taken (docs/solver.md).
 _PROJECTED_MAX_WORK = 2 ** 25
 
 
@@ -1091,7 +1091,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     the new plane with exact line search, ``model.inner_steps`` pairwise steps
     among the cached planes, and a call of dual coordinate ascent on the hinge
     block (at most ``model.hinge_visits * m`` visits), and raises the dual
-    bound ``D``.
+    bound ``D``. On a state that had already stopped (``state.done``: a slot
+    of a batch that runs on until its last fit stops) the QP over the
+    cached planes is skipped.
     Pure and shape-static: ``vmap`` it over states, problems and ``C``.
 
     Args:
@@ -1214,6 +1216,10 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         if model.inner_steps > 0:
             eps = _INNER_ACCURACY * jnp.maximum(tol * jnp.abs(best_obj),
                                                 best_obj - s.best_dual)
+            # A fit that had stopped before this step (a slot of a batch that
+            # runs on until its last fit stops) skips the QP: its result is
+            # already final.
+            eps = jnp.where(s.done, jnp.inf, eps)
             if projected:
                 beta, ell = _solve_cached_projected(beta, corners, levels, gram, w_other + nu,
                                                     _bounded_mask(w, bounds),
