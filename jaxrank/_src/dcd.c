@@ -527,6 +527,25 @@ static int rows_at(bctx *c, const rows_view *r, int64_t b, dcd_problem *p) {
     return 0;
 }
 
+/* The problems of one epoch call, run by par_batch. */
+typedef struct {
+    const dcd_problem *probs;
+    int64_t n_epochs;
+    int sparse;
+    int failed;     /* set (atomic) by the first problem that fails */
+    char *msg;      /* its message */
+} epoch_batch;
+
+static void epoch_one(void *arg, int64_t b, void *scratch) {
+    epoch_batch *e = (epoch_batch *)arg;
+    char msg[256];
+    (void)scratch;
+    msg[0] = 0;
+    int rc = e->sparse ? run_csr(e->probs + b, e->n_epochs, msg, sizeof msg)
+                       : run_dense(e->probs + b, e->n_epochs, msg, sizeof msg);
+    if (rc && par_first(&e->failed)) memcpy(e->msg, msg, sizeof msg);
+}
+
 /* args: w, alpha, <rows>, bias, sqn, y, u, order[, active, pg_old, pg_tol, max_visits]
  * rets: w, alpha, workspace[, active, pg_old, pg_stats, counts, converged]
  *   pg_old, pg_stats: float32 [2]; counts: int32 [2] (passes, visits);
@@ -576,50 +595,64 @@ static XLA_FFI_Error *epoch_handler(XLA_FFI_CallFrame *cf, int sparse) {
         CHECK(view(&c, RET(7), "converged out", 0, XLA_FFI_DataType_PRED, &conv_o));
     }
     const int64_t dim = w.core_dims[0];
-    for (int64_t b = 0; b < c.nbatch; b++) {
-        dcd_problem p;
-        memset(&p, 0, sizeof p);
-        CHECK(rows_at(&c, &rows, b, &p));
-        const int64_t m = p.m;
+    /* The problems are set up (and checked) here, then run in parallel on
+     * XLA's CPU thread pool (par_batch). */
+    dcd_problem *probs = (dcd_problem *)calloc((size_t)(c.nbatch > 0 ? c.nbatch : 1),
+                                               sizeof(dcd_problem));
+    if (probs == NULL) {
+        snprintf(c.msg, sizeof c.msg, "out of memory for %lld problems", (long long)c.nbatch);
+        FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
+    }
+    int bad = 0;
+    for (int64_t b = 0; b < c.nbatch && !bad; b++) {
+        dcd_problem *pp = probs + b;
+        if (rows_at(&c, &rows, b, pp)) { bad = 1; break; }
+        const int64_t m = pp->m;
         if (alpha.core_dims[0] != m || sqn.core_dims[0] != m || y.core_dims[0] != m ||
             u.core_dims[0] != m || order.core_dims[0] != m || work_o.core_dims[0] != 2 * m) {
             snprintf(c.msg, sizeof c.msg, "alpha, sq_norms, labels, upper and order need %lld entries",
                      (long long)m);
-            FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+            bad = 1;
+            break;
         }
-        p.dim = dim;
-        p.bias = *(const float *)at(&c, &bias, b);
-        p.sqn = (const float *)at(&c, &sqn, b);
-        p.y = (const float *)at(&c, &y, b);
-        p.u = (const float *)at(&c, &u, b);
-        p.order = (const int32_t *)at(&c, &order, b);
-        p.list = (int32_t *)at(&c, &work_o, b);
-        p.w = (float *)at(&c, &w_o, b);
-        p.alpha = (float *)at(&c, &alpha_o, b);
-        if (p.w != at(&c, &w, b)) memcpy(p.w, at(&c, &w, b), (size_t)dim * sizeof(float));
-        if (p.alpha != at(&c, &alpha, b))
-            memcpy(p.alpha, at(&c, &alpha, b), (size_t)m * sizeof(float));
+        pp->dim = dim;
+        pp->bias = *(const float *)at(&c, &bias, b);
+        pp->sqn = (const float *)at(&c, &sqn, b);
+        pp->y = (const float *)at(&c, &y, b);
+        pp->u = (const float *)at(&c, &u, b);
+        pp->order = (const int32_t *)at(&c, &order, b);
+        pp->list = (int32_t *)at(&c, &work_o, b);
+        pp->w = (float *)at(&c, &w_o, b);
+        pp->alpha = (float *)at(&c, &alpha_o, b);
+        if (pp->w != at(&c, &w, b)) memcpy(pp->w, at(&c, &w, b), (size_t)dim * sizeof(float));
+        if (pp->alpha != at(&c, &alpha, b))
+            memcpy(pp->alpha, at(&c, &alpha, b), (size_t)m * sizeof(float));
         if (shrink) {
-            p.active = (uint8_t *)at(&c, &active_o, b);
+            pp->active = (uint8_t *)at(&c, &active_o, b);
             if (active.core_dims[0] != m) {
                 snprintf(c.msg, sizeof c.msg, "active needs %lld entries", (long long)m);
-                FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
+                bad = 1;
+                break;
             }
-            if (p.active != at(&c, &active, b)) memcpy(p.active, at(&c, &active, b), (size_t)m);
-            p.pg_old = (float *)at(&c, &pg_o, b);
-            memcpy(p.pg_old, at(&c, &pg, b), 2 * sizeof(float));
-            p.pg_tol = *(const float *)at(&c, &tol, b);
-            p.max_visits = *(const int32_t *)at(&c, &budget, b);
-            p.pg_stats = (float *)at(&c, &stats_o, b);
+            if (pp->active != at(&c, &active, b)) memcpy(pp->active, at(&c, &active, b), (size_t)m);
+            pp->pg_old = (float *)at(&c, &pg_o, b);
+            memcpy(pp->pg_old, at(&c, &pg, b), 2 * sizeof(float));
+            pp->pg_tol = *(const float *)at(&c, &tol, b);
+            pp->max_visits = *(const int32_t *)at(&c, &budget, b);
+            pp->pg_stats = (float *)at(&c, &stats_o, b);
             int32_t *counts = (int32_t *)at(&c, &counts_o, b);
-            p.n_passes = counts;
-            p.n_visits = counts + 1;
-            p.converged = (uint8_t *)at(&c, &conv_o, b);
+            pp->n_passes = counts;
+            pp->n_visits = counts + 1;
+            pp->converged = (uint8_t *)at(&c, &conv_o, b);
         }
-        int rc = sparse ? run_csr(&p, n_epochs, c.msg, sizeof c.msg)
-                        : run_dense(&p, n_epochs, c.msg, sizeof c.msg);
-        if (rc) FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
     }
+    if (!bad) {
+        epoch_batch e = {probs, n_epochs, sparse, 0, c.msg};
+        par_batch(cf, c.nbatch, epoch_one, &e, 0, NULL);
+        bad = e.failed;
+    }
+    free(probs);
+    if (bad) FAIL(XLA_FFI_Error_Code_INVALID_ARGUMENT);
     return NULL;
 }
 

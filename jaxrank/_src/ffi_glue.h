@@ -254,6 +254,18 @@ static inline int64_t pool_threads(XLA_FFI_CallFrame *cf) {
 }
 #endif /* JAXRANK_PAR */
 
+/* 1 for the first call on `flag` (0 before), 0 for every later one: the
+ * first failing problem of a batch keeps its message. */
+static inline int par_first(int *flag) {
+#if JAXRANK_PAR
+    return !__atomic_exchange_n(flag, 1, __ATOMIC_ACQ_REL);
+#else
+    const int was = *flag;
+    *flag = 1;
+    return !was;
+#endif
+}
+
 /* Runs fn(arg, b, scratch) for b = 0..n-1: the calling thread with
  * `caller_scratch`, and tasks on XLA's intra-op thread pool (one per pool
  * thread, at most n - 1) with workspaces of `scratch_bytes` they allocate.

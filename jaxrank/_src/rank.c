@@ -19,7 +19,9 @@
  * on every path.  Sorts are stable LSD radix sorts (three passes of 11, 11
  * and 10 bits; a pass whose digit is the same for every key is skipped),
  * O(n); ties keep input order.  Buffers are XLA's own (no copy); scratch
- * space is a block kept across calls (scratch_get).
+ * space is a block kept across calls (scratch_get).  The problems of a
+ * batch run in parallel on XLA's CPU thread pool (par_batch, ffi_glue.h;
+ * the other workers allocate their own scratch).
  *
  * Plain C99.
  */
@@ -307,6 +309,26 @@ static void ap_layout_row(const int32_t *ak, const uint8_t *pos, const uint8_t *
     *m_out = (int32_t)m;
 }
 
+/* One batch problem of jaxrank_ap_layout (par_batch). */
+typedef struct {
+    const bctx *c;
+    const bview *ak, *pos, *neg, *tkd, *P_, *N, *psk, *psrc, *m, *sk, *src;
+    int64_t t_len, n, kp, kh;
+    int select;
+    int64_t niter;
+} layout_batch;
+
+static void layout_one(void *arg, int64_t b, void *scratch) {
+    const layout_batch *l = (const layout_batch *)arg;
+    const bctx *c = l->c;
+    ap_layout_row((const int32_t *)at(c, l->ak, b), (const uint8_t *)at(c, l->pos, b),
+                  (const uint8_t *)at(c, l->neg, b), (const int32_t *)at(c, l->tkd, b),
+                  l->t_len, *(const int32_t *)at(c, l->P_, b), *(const int32_t *)at(c, l->N, b),
+                  l->n, l->kp, l->kh, l->select, l->niter, (int32_t *)at(c, l->psk, b),
+                  (int32_t *)at(c, l->psrc, b), (int32_t *)at(c, l->m, b),
+                  (int32_t *)at(c, l->sk, b), (int32_t *)at(c, l->src, b), (int32_t *)scratch);
+}
+
 /* args: ak [n] s32, pos_valid [n] pred, neg_valid [n] pred, tkd [t] s32,
  *       P_ [] s32, N [] s32
  * rets: psk [kp] s32, psrc [kp] s32, m [] s32, sk [n] s32, src [n] s32
@@ -351,15 +373,9 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_layout(XLA_FFI_CallFrame *cf) {
         snprintf(c.msg, sizeof c.msg, "ap_layout: out of memory (%lld entries)", (long long)n);
         FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
     }
-    for (int64_t b = 0; b < c.nbatch; b++) {
-        ap_layout_row((const int32_t *)at(&c, &ak, b), (const uint8_t *)at(&c, &pos, b),
-                      (const uint8_t *)at(&c, &neg, b), (const int32_t *)at(&c, &tkd, b),
-                      t_len, *(const int32_t *)at(&c, &P_, b), *(const int32_t *)at(&c, &N, b),
-                      n, kp, kh, select, niter, (int32_t *)at(&c, &psk, b),
-                      (int32_t *)at(&c, &psrc, b), (int32_t *)at(&c, &m, b),
-                      (int32_t *)at(&c, &sk, b), (int32_t *)at(&c, &src, b),
-                      scratch_data(work));
-    }
+    layout_batch lb = {&c, &ak, &pos, &neg, &tkd, &P_, &N, &psk, &psrc, &m, &sk, &src,
+                       t_len, n, kp, kh, select, niter};
+    par_batch(cf, c.nbatch, layout_one, &lb, (size_t)(2 * n) * sizeof(int32_t), scratch_data(work));
     scratch_release(work);
     return NULL;
 }
@@ -406,6 +422,23 @@ static void ap_expand_row(const int32_t *J, int64_t kp, const int32_t *opt_head,
     }
 }
 
+/* One batch problem of jaxrank_ap_expand (par_batch). */
+typedef struct {
+    const bctx *c;
+    const bview *J, *oh, *m, *src, *neg, *P, *N, *out, *nab;
+    int64_t n, kp, kh;
+} expand_batch;
+
+static void expand_one(void *arg, int64_t b, void *scratch) {
+    const expand_batch *e = (const expand_batch *)arg;
+    const bctx *c = e->c;
+    ap_expand_row((const int32_t *)at(c, e->J, b), e->kp, (const int32_t *)at(c, e->oh, b), e->kh,
+                  *(const int32_t *)at(c, e->m, b), (const int32_t *)at(c, e->src, b),
+                  (const uint8_t *)at(c, e->neg, b), *(const int32_t *)at(c, e->P, b),
+                  *(const int32_t *)at(c, e->N, b), e->n, (int32_t *)at(c, e->out, b),
+                  (int32_t *)at(c, e->nab, b), (int32_t *)scratch);
+}
+
 /* args: J [kp] s32, opt_head [kh] s32, m [] s32, src [n] s32, neg_valid [n]
  *       pred, P [] s32, N [] s32
  * rets: opt [n] s32, n_above [kp] s32 */
@@ -450,14 +483,9 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_expand(XLA_FFI_CallFrame *cf) {
         snprintf(c.msg, sizeof c.msg, "ap_expand: out of memory (%lld entries)", (long long)n);
         FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
     }
-    for (int64_t b = 0; b < c.nbatch; b++) {
-        const int32_t *s = (const int32_t *)at(&c, &src, b);
-        const int32_t mb = *(const int32_t *)at(&c, &m, b);
-        ap_expand_row((const int32_t *)at(&c, &J, b), kp, (const int32_t *)at(&c, &oh, b), kh,
-                      mb, s, (const uint8_t *)at(&c, &neg, b), *(const int32_t *)at(&c, &P, b),
-                      *(const int32_t *)at(&c, &N, b), n, (int32_t *)at(&c, &out, b),
-                      (int32_t *)at(&c, &nab, b), scratch_data(work));
-    }
+    expand_batch eb = {&c, &J, &oh, &m, &src, &neg, &P, &N, &out, &nab, n, kp, kh};
+    par_batch(cf, c.nbatch, expand_one, &eb, (size_t)(n + kp + 4) * sizeof(int32_t),
+              scratch_data(work));
     scratch_release(work);
     return NULL;
 }
@@ -523,6 +551,22 @@ static void auc_counts_row(const int32_t *key, const int32_t *qm, const int32_t 
         if (pos[i]) c[i] = (int32_t)(ma - search(ska, ma, qm[i], 1));
 }
 
+/* One batch problem of jaxrank_auc_counts (par_batch). */
+typedef struct {
+    const bctx *c;
+    const bview *key, *qm, *qp, *pos, *neg, *co, *dout;
+    int64_t n;
+} counts_batch;
+
+static void counts_one(void *arg, int64_t b, void *scratch) {
+    const counts_batch *k = (const counts_batch *)arg;
+    const bctx *c = k->c;
+    auc_counts_row((const int32_t *)at(c, k->key, b), (const int32_t *)at(c, k->qm, b),
+                   (const int32_t *)at(c, k->qp, b), (const uint8_t *)at(c, k->pos, b),
+                   (const uint8_t *)at(c, k->neg, b), k->n, (int32_t *)at(c, k->co, b),
+                   (int32_t *)at(c, k->dout, b), (int32_t *)scratch);
+}
+
 /* args: key, qm, qp [n] s32, pos, neg [n] pred
  * rets: c [n] s32, d [n] s32 */
 JAXRANK_EXPORT XLA_FFI_Error *jaxrank_auc_counts(XLA_FFI_CallFrame *cf) {
@@ -553,12 +597,8 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_auc_counts(XLA_FFI_CallFrame *cf) {
         snprintf(c.msg, sizeof c.msg, "auc_counts: out of memory (%lld entries)", (long long)n);
         FAIL(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED);
     }
-    for (int64_t b = 0; b < c.nbatch; b++) {
-        auc_counts_row((const int32_t *)at(&c, &key, b), (const int32_t *)at(&c, &qm, b),
-                       (const int32_t *)at(&c, &qp, b), (const uint8_t *)at(&c, &pos, b),
-                       (const uint8_t *)at(&c, &neg, b), n, (int32_t *)at(&c, &co, b),
-                       (int32_t *)at(&c, &dout, b), scratch_data(work));
-    }
+    counts_batch cb = {&c, &key, &qm, &qp, &pos, &neg, &co, &dout, n};
+    par_batch(cf, c.nbatch, counts_one, &cb, (size_t)(5 * n) * sizeof(int32_t), scratch_data(work));
     scratch_release(work);
     return NULL;
 }
