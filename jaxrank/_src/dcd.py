@@ -216,7 +216,7 @@ def hinge_rows(X, *, bias: float = 0.0) -> HingeRows:
 def _check_real_dtype(dtype):
     dt = np.dtype(dtype)
     if not (
-        np.issubdtype(dt, np.floating) or np.issubdtype(dt, np.integer) or dt == bool
+        np.issubdtype(dt, np.floating) or np.issubdtype(dt, np.integer) or dt.kind == "b"
     ):
         raise TypeError(
             f"X must be a real (bool, int or float) matrix; got dtype {dt}."
@@ -306,9 +306,15 @@ def native_available() -> bool:
 
 
 def _dispatch(native_fn, xla_fn, *args):
-    """``native_fn`` on CPU when the library is loaded, else ``xla_fn``."""
+    """``native_fn`` on CPU when the library is loaded, else ``xla_fn``.
+
+    Only ``native_fn`` is traced where the CPU is JAX's only backend
+    (:func:`jaxrank._src.native.dispatch`).
+    """
     if _load_native() is None:
         return xla_fn(*args)
+    if native._cpu_only():
+        return native_fn(*args)
     return lax.platform_dependent(*args, cpu=native_fn, default=xla_fn)
 
 
@@ -515,8 +521,8 @@ def dcd_epoch(
         TypeError: on wrong dtypes (float32 data, int32 indices, bool mask) or
             a ``rows`` that is not a :class:`HingeRows`.
         ValueError: on wrong shapes, ``n_epochs < 1``, ``pg_tol`` or
-            ``max_visits`` without ``active``, or ``bias != 0`` with ``len(w) == d`` (checked when the
-            values are concrete). On the native path, out-of-range
+            ``max_visits`` without ``active``, or ``bias != 0`` with
+            ``len(w) == d`` (checked when the values are concrete). On the native path, out-of-range
             ``order``/CSR entries raise an ``XlaRuntimeError`` when the
             computation runs.
 

@@ -113,11 +113,26 @@ def dispatch(native_fn, xla_fn, *args):
 
     The choice is ``lax.platform_dependent`` (only the branch of the platform
     a program is compiled for is lowered); both functions must return the
-    same shapes and dtypes.
+    same shapes and dtypes. Where JAX has no backend but the CPU, only
+    ``native_fn`` is traced (``platform_dependent`` traces both branches,
+    and the XLA forms of the solver's kernels cost more to trace and lower
+    than the rest of a fit).
     """
     if load() is None:
         return xla_fn(*args)
+    if _cpu_only():
+        return native_fn(*args)
     return jax.lax.platform_dependent(*args, cpu=native_fn, default=xla_fn)
+
+
+def _cpu_only() -> bool:
+    """True if the CPU is JAX's only backend (every program is compiled for it)."""
+    try:
+        import jax.extend.backend as jeb
+
+        return set(jeb.backends()) == {"cpu"}
+    except Exception:  # an older JAX without ``backends()``: keep both branches
+        return False
 
 
 def _varying_zero(*trees):
