@@ -368,16 +368,33 @@ typedef struct {
 } qp_batch;
 
 /* Workspace bytes of one worker: G [k, k], L [k, k], 17 vectors [k] of
- * doubles, idx [k]. */
+ * doubles, idx [k] and live [k]. */
 static size_t qp_scratch_bytes(int64_t k) {
-    return (size_t)(2 * k * k + 17 * k) * sizeof(double) + (size_t)k * sizeof(int64_t);
+    return (size_t)(2 * k * k + 17 * k) * sizeof(double) + (size_t)(2 * k) * sizeof(int64_t);
 }
 
 static void qp_one(void *arg, int64_t bi, void *scratch) {
     const qp_batch *p = (const qp_batch *)arg;
     const bctx *c = p->c;
-    const int64_t k = p->k;
+    const int64_t K = p->k;
     const int f64 = p->f64;
+    int64_t *live = (int64_t *)((double *)scratch + 2 * K * K + 17 * K) + K;
+    const void *pg = at(c, &p->gram, bi), *pb = at(c, &p->beta, bi);
+    const void *pl = at(c, &p->levels, bi), *pv = at(c, &p->vo, bi);
+    /* The planes of the QP: every slot but the zero planes (zero Gram row,
+     * level, v_other and weight, e.g. the empty slots of a cache that is not
+     * full) after the first.  Those are one variable repeated: the first
+     * stands for all (ties in the pairwise step go to the lowest index, the
+     * other steps act on the support), so the result is the full problem's. */
+    int64_t k = 0;
+    int zero_seen = 0;
+    for (int64_t i = 0; i < K; i++) {
+        const int zero = load(pb, i, f64) == 0.0 && load(pl, i, f64) == 0.0
+                         && load(pv, i, f64) == 0.0 && load(pg, i * K + i, f64) == 0.0;
+        if (zero && zero_seen) continue;
+        zero_seen |= zero;
+        live[k++] = i;
+    }
     double *Gd = (double *)scratch, *lin = Gd + k * k, *bd = lin + k;
     qp_work q;
     q.k = k;
@@ -398,23 +415,24 @@ static void qp_one(void *arg, int64_t bi, void *scratch) {
     q.tmp = q.ds + k;
     q.out = q.tmp + k;        /* ends at lin + 17 k */
     q.L = q.out + k;          /* [k, k] */
-    q.idx = (int64_t *)(q.L + k * k);
+    q.idx = (int64_t *)((double *)scratch + 2 * K * K + 17 * K);
     q.ridge = p->ridge;
     q.ridge_growth = p->ridge_growth;
     q.ridge_max = p->ridge_max;
-    const void *pg = at(c, &p->gram, bi), *pb = at(c, &p->beta, bi);
-    const void *pl = at(c, &p->levels, bi), *pv = at(c, &p->vo, bi);
-    for (int64_t i = 0; i < k * k; i++) Gd[i] = load(pg, i, f64);
-    for (int64_t i = 0; i < k; i++) {
-        lin[i] = load(pl, i, f64) - load(pv, i, f64);
-        bd[i] = load(pb, i, f64);
+    for (int64_t r = 0; r < k; r++) {
+        const int64_t i = live[r];
+        for (int64_t j = 0; j < k; j++) Gd[r * k + j] = load(pg, i * K + live[j], f64);
+        lin[r] = load(pl, i, f64) - load(pv, i, f64);
+        bd[r] = load(pb, i, f64);
     }
     const double e = load(at(c, &p->eps, bi), 0, f64);
     solve(&q, e, p->max_steps, p->ip_steps);
     void *po = at(c, &p->out, bi);
-    for (int64_t i = 0; i < k; i++) {
-        if (f64) ((double *)po)[i] = bd[i];
-        else ((float *)po)[i] = (float)bd[i];
+    if (f64) memset(po, 0, (size_t)K * sizeof(double));
+    else memset(po, 0, (size_t)K * sizeof(float));
+    for (int64_t r = 0; r < k; r++) {
+        if (f64) ((double *)po)[live[r]] = bd[r];
+        else ((float *)po)[live[r]] = (float)bd[r];
     }
 }
 
