@@ -229,6 +229,16 @@ static inline void par_task(void *data) {
     par_release(j);
 }
 
+/* Frees an error the runtime returned (a refused pool call: the caller
+ * works alone). */
+static inline void drop_error(const XLA_FFI_Api *api, XLA_FFI_Error *err) {
+    XLA_FFI_Error_Destroy_Args d;
+    memset(&d, 0, sizeof(d));
+    d.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+    d.error = err;
+    api->XLA_FFI_Error_Destroy(&d);
+}
+
 static inline int64_t pool_threads(XLA_FFI_CallFrame *cf) {
     const XLA_FFI_Api *api = cf->api;
     if (api->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_ThreadPool_NumThreads)
@@ -243,11 +253,7 @@ static inline int64_t pool_threads(XLA_FFI_CallFrame *cf) {
     a.num_threads = &num;
     XLA_FFI_Error *err = api->XLA_FFI_ThreadPool_NumThreads(&a);
     if (err != NULL) {
-        XLA_FFI_Error_Destroy_Args d;
-        memset(&d, 0, sizeof(d));
-        d.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
-        d.error = err;
-        api->XLA_FFI_Error_Destroy(&d);
+        drop_error(api, err);
         return 0;
     }
     return num;
@@ -300,11 +306,7 @@ static inline void par_batch(XLA_FFI_CallFrame *cf, int64_t n, batch_fn fn, void
         a.data = j;
         XLA_FFI_Error *err = api->XLA_FFI_ThreadPool_Schedule(&a);
         if (err != NULL) {
-            XLA_FFI_Error_Destroy_Args d;
-            memset(&d, 0, sizeof(d));
-            d.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
-            d.error = err;
-            api->XLA_FFI_Error_Destroy(&d);
+            drop_error(api, err);
             __atomic_fetch_sub(&j->refs, 1, __ATOMIC_RELAXED);
             break;
         }
