@@ -263,10 +263,6 @@ _NEWTON_RIDGE_MAX = 1e-2
 # this many bytes of float32 planes per fit.
 _AUTO_CACHE_MAX = 128
 _AUTO_CACHE_BYTES = 2 ** 25
-# Above _AUTO_CACHE_MAX it still grows to the full dim + 2 planes while those
-# hold at most this many floats (dim <= 254): a cache smaller than the support
-# of an approximate oracle's dual point stalled such fits (docs/solver.md).
-_FULL_CACHE_FLOATS = 2 ** 16
 
 
 def plane_cache_size(cache: int, dim: int) -> int:
@@ -275,10 +271,8 @@ def plane_cache_size(cache: int, dim: int) -> int:
     ``model.cache`` is a floor: below ``_AUTO_CACHE_MAX`` planes the cache
     grows to ``dim + 2`` (room for the support of an optimal dual point, at
     most ``dim + 1`` planes), while ``(cache + 1) * dim`` float32 planes fit
-    in ``_AUTO_CACHE_BYTES``; above it, to ``dim + 2`` as long as
-    ``(dim + 3) * dim`` stays within ``_FULL_CACHE_FLOATS``. A cache smaller
-    than the support merges planes in use into the aggregate corner, which
-    stalls the dual bound.
+    in ``_AUTO_CACHE_BYTES``. A cache smaller than the support merges planes
+    in use into the aggregate corner, which stalls the dual bound.
 
     Args:
         cache: the model's ``cache`` (``>= 1``).
@@ -289,8 +283,6 @@ def plane_cache_size(cache: int, dim: int) -> int:
     """
     dim = max(int(dim), 1)
     grow = min(dim + 2, _AUTO_CACHE_MAX, _AUTO_CACHE_BYTES // (4 * dim) - 1)
-    if (dim + 3) * dim <= _FULL_CACHE_FLOATS:
-        grow = dim + 2
     return max(int(cache), grow)
 
 
