@@ -138,39 +138,40 @@ static int init_ctx(bctx *c, XLA_FFI_CallFrame *cf, int64_t out_index, int64_t c
     return 0;
 }
 
-static int64_t attr_int(XLA_FFI_CallFrame *cf, const char *name, int64_t dflt) {
+/* The scalar attribute `name`, or NULL (absent, or not a scalar). */
+static const XLA_FFI_Scalar *scalar_attr(XLA_FFI_CallFrame *cf, const char *name) {
     const size_t len = strlen(name);
     for (int64_t i = 0; i < cf->attrs.size; i++) {
         const XLA_FFI_ByteSpan *nm = cf->attrs.names[i];
         if (nm->len != len || memcmp(nm->ptr, name, len) != 0) continue;
-        if (cf->attrs.types[i] != XLA_FFI_AttrType_SCALAR) return dflt;
-        const XLA_FFI_Scalar *s = (const XLA_FFI_Scalar *)cf->attrs.attrs[i];
-        switch (s->dtype) {
-        case XLA_FFI_DataType_S64: return *(const int64_t *)s->value;
-        case XLA_FFI_DataType_S32: return *(const int32_t *)s->value;
-        case XLA_FFI_DataType_U32: return *(const uint32_t *)s->value;
-        case XLA_FFI_DataType_U64: return (int64_t)*(const uint64_t *)s->value;
-        default: return dflt;
-        }
+        if (cf->attrs.types[i] != XLA_FFI_AttrType_SCALAR) return NULL;
+        return (const XLA_FFI_Scalar *)cf->attrs.attrs[i];
     }
-    return dflt;
+    return NULL;
+}
+
+/* An integer scalar attribute `name`, else `dflt`. */
+static int64_t attr_int(XLA_FFI_CallFrame *cf, const char *name, int64_t dflt) {
+    const XLA_FFI_Scalar *s = scalar_attr(cf, name);
+    if (s == NULL) return dflt;
+    switch (s->dtype) {
+    case XLA_FFI_DataType_S64: return *(const int64_t *)s->value;
+    case XLA_FFI_DataType_S32: return *(const int32_t *)s->value;
+    case XLA_FFI_DataType_U32: return *(const uint32_t *)s->value;
+    case XLA_FFI_DataType_U64: return (int64_t)*(const uint64_t *)s->value;
+    default: return dflt;
+    }
 }
 
 /* A float64 (or float32) scalar attribute `name`, else `dflt`. */
 static inline double attr_double(XLA_FFI_CallFrame *cf, const char *name, double dflt) {
-    const size_t len = strlen(name);
-    for (int64_t i = 0; i < cf->attrs.size; i++) {
-        const XLA_FFI_ByteSpan *nm = cf->attrs.names[i];
-        if (nm->len != len || memcmp(nm->ptr, name, len) != 0) continue;
-        if (cf->attrs.types[i] != XLA_FFI_AttrType_SCALAR) return dflt;
-        const XLA_FFI_Scalar *s = (const XLA_FFI_Scalar *)cf->attrs.attrs[i];
-        switch (s->dtype) {
-        case XLA_FFI_DataType_F64: return *(const double *)s->value;
-        case XLA_FFI_DataType_F32: return *(const float *)s->value;
-        default: return dflt;
-        }
+    const XLA_FFI_Scalar *s = scalar_attr(cf, name);
+    if (s == NULL) return dflt;
+    switch (s->dtype) {
+    case XLA_FFI_DataType_F64: return *(const double *)s->value;
+    case XLA_FFI_DataType_F32: return *(const float *)s->value;
+    default: return dflt;
     }
-    return dflt;
 }
 
 
