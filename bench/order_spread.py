@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
@@ -34,6 +33,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import jaxrank  # noqa: E402
+from _machine import device_line  # noqa: E402
+from convergence import cpu_name  # noqa: E402
 from training import load_datasets  # noqa: E402
 
 DEFAULT_CASES = "reuters:BinarySVM:100,page-blocks:BinarySVM:10,reuters:APSVM:0.01"
@@ -80,7 +81,8 @@ def main(argv=None):
     data = {name: (X, y) for name, X, y, _, _ in
             load_datasets({c[0] for c in cases})}
     tree = Path(jaxrank.__file__).resolve().parent.parent
-    print(f"jaxrank from {tree} at {commit_of(tree)}; {platform.processor() or platform.machine()}")
+    machine = f"CPU: {cpu_name()}; {device_line()}"
+    print(f"jaxrank from {tree} at {commit_of(tree)}\n{machine}")
     results = []
     for dataset, est_name, C in cases:
         key = DATASET_NAMES[dataset]
@@ -109,8 +111,9 @@ def main(argv=None):
               f"fit ms {[round(1e3 * t, 1) for t in times]} (median "
               f"{1e3 * np.median(times):.1f})", flush=True)
     if args.out:
-        Path(args.out).write_text(json.dumps(dict(tree=str(tree), commit=commit_of(tree),
-                                                  orders=args.orders, cases=results), indent=1))
+        out = dict(tree=str(tree), commit=commit_of(tree), machine=machine, orders=args.orders,
+                   cases=results)
+        Path(args.out).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
