@@ -41,7 +41,12 @@ Columns (also in ``bench/README.md``):
   of Adam steps and has no convergence test: ``n/a``, not counted.
 * ``warn``: ConvergenceWarnings raised by the fit (caught and counted, not
   printed); ``tied``: the fit warned that every training sample gets the same
-  score (e.g. ``coef_ = 0``; issue 21 item 5).
+  score (e.g. ``coef_ = 0``; issue 21 item 5); ``w~0`` (APSVM, AUCSVM,
+  BinarySVM): ``coef_ = 0`` is certified within ``tol`` of the optimum,
+  ``F(0) - dual_objective_ <= tol F(0)`` with ``F(0)`` the float64 objective
+  of a fit that scores every sample the same (BinarySVM at its best
+  intercept): such a fit does not determine a ranking, even where rounding
+  leaves its scores untied.
 
 Data (``--data-dir``, default ``../shared/data`` next to the repository):
 
@@ -337,6 +342,29 @@ def make_estimator(cls, C, setting=None):
     return cls(**kw, **(setting or {}))
 
 
+def fixed_params(cls, pairs):
+    """``--param NAME=VALUE`` pairs that ``cls`` takes, as a dict (numbers as float)."""
+    import inspect
+
+    names = inspect.signature(cls.__init__).parameters
+    out = {}
+    for pair in pairs or ():
+        key, value = pair
+        if key in names:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
+def _param(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return key, value
+
+
 def default_settings(cls):
     """The settings (dicts) of ``cls._default_param_grid``: ``[{}]`` without one."""
     import itertools
@@ -382,13 +410,18 @@ def fit_record(cls, data, C, note, setting=None):
            "d": int(data.shape[1]), "C": C, "setting": dict(setting or {}),
            "C_R2": None if C is None else
            float(C) * max_sq_row_norm(data.X), "time": seconds,
-           "conv_warnings": len(conv_w), "tied": bool(tied_w),
+           "conv_warnings": len(conv_w), "tied": bool(tied_w), "near_zero": False,
            "warning_text": conv_w[0][:400] if conv_w else None, "note": note, "error": error,
            "tol": float(getattr(est, "tol", np.nan)),
            "iter": None, "gap": None, "converged": None, "extra": "", "gap64": None}
     if error is not None:
         return row
     row.update(fit_metrics(est))
+    if type(est).__name__ in GAP64_ESTIMATORS and not np.ndim(est.objective_):
+        F0 = primal_at_zero(est, data)
+        row["objective_at_zero"] = F0
+        # w = 0 is within tol of the optimum F*: F(0) - F* <= F(0) - D <= tol F(0).
+        row["near_zero"] = bool(F0 - float(est.dual_objective_) <= float(est.tol) * abs(F0))
     if type(est).__name__ in GAP64_ESTIMATORS and not np.ndim(est.objective_):
         F64 = primal64(est, data)
         row["objective64"] = F64
@@ -417,7 +450,7 @@ def primal64(est, data):
     if name == "BinarySVM":
         b = float(est.intercept_[0]) if est.fit_intercept else 0.0
         yy = np.where(pos, 1.0, -1.0)
-        c = np.where(pos, float(est.pos_weight), 1.0)
+        c = np.where(pos, _pos_weight(est, pos), 1.0)
         return 0.5 * (w @ w + b * b) + C * float(np.sum(c * np.maximum(0.0, 1.0 - yy * (s + b))))
     if name == "AUCSVM":
         sp_, sn = s[pos], s[~pos]
@@ -430,6 +463,36 @@ def primal64(est, data):
     r = ap_most_violated(s.astype(np.float32), pos)
     xi = float(r.loss) - float(np.asarray(r.coef, np.float64) @ s)
     return 0.5 * (w @ w) + C * xi
+
+
+def _pos_weight(est, pos):
+    """BinarySVM's weight of the positives (``"balanced"``: ``n_neg / n_pos``)."""
+    if est.pos_weight == "balanced":
+        return float(np.sum(~pos)) / max(float(np.sum(pos)), 1.0)
+    return float(est.pos_weight)
+
+
+def primal_at_zero(est, data):
+    """The objective of :func:`primal64` at ``coef_ = 0`` (float64): the value of a
+    fit that scores every sample the same. BinarySVM: at its best intercept
+    ``b = clip(C (sum_pos c_i - n_neg), -1, 1)`` (the exact minimiser of
+    ``1/2 b^2 + C sum_i c_i max(0, 1 - y_i b)``); AUCSVM: ``C`` (every pair's
+    hinge is 1); APSVM: ``C`` times the loss of the most violated ranking of
+    tied scores."""
+    name = type(est).__name__
+    pos = np.asarray(data.y) == est.classes_[1]
+    C = float(est.C)
+    if name == "BinarySVM":
+        cp = _pos_weight(est, pos) * float(np.sum(pos))
+        n_neg = float(np.sum(~pos))
+        b = float(np.clip(C * (cp - n_neg), -1.0, 1.0)) if est.fit_intercept else 0.0
+        return 0.5 * b * b + C * (cp * max(0.0, 1.0 - b) + n_neg * max(0.0, 1.0 + b))
+    if name == "AUCSVM":
+        return C
+    from jaxrank.inference import ap_most_violated
+
+    r = ap_most_violated(np.zeros(pos.size, np.float32), pos)
+    return C * float(r.loss)
 
 
 def fit_metrics(est):
@@ -578,7 +641,7 @@ def progress_line(i, total, r):
             f"gap={fmt_gap(r['gap'], r.get('gap_is_bound')):>9} "
             f"conv={fmt_conv(r['converged']):<3} {r['time']:7.1f} s  warn={r['conv_warnings']}"
             + (f"  gap64={r['gap64']:.1e}" if r.get("gap64") is not None else "")
-            + f"{'  TIED' if r['tied'] else ''}{err}")
+            + f"{'  TIED' if r['tied'] else ''}{'  w~0' if r.get('near_zero') else ''}{err}")
 
 
 def summarise(rows):
@@ -586,11 +649,13 @@ def summarise(rows):
     for r in rows:
         s = out.setdefault(r["estimator"], {"fits": 0, "with_test": 0, "converged": 0,
                                             "unconverged": [], "conv_warnings": 0, "tied": 0,
-                                            "errors": 0, "seconds": 0.0, "gap64_above_tol": []})
+                                            "near_zero": [], "errors": 0, "seconds": 0.0, "gap64_above_tol": []})
         s["fits"] += 1
         s["seconds"] += r["time"]
         s["conv_warnings"] += r["conv_warnings"]
         s["tied"] += int(r["tied"])
+        if r.get("near_zero"):
+            s["near_zero"].append(f"{r['dataset']}@{fmt_C(r['C'], r.get('setting'))}")
         if r["error"]:
             s["errors"] += 1
         elif r["converged"] is not None:
@@ -607,8 +672,9 @@ def summarise(rows):
 
 def summary_lines(summary):
     lines = ["| estimator | converged / fits | not converged (dataset@C) | converged, but gap64 > "
-             "tol | ConvergenceWarnings | tied fits | errors | fit time (s) |",
-             "|---|---|---|---|---:|---:|---:|---:|"]
+             "tol | ConvergenceWarnings | tied fits | coef_ within tol of 0 (dataset@C) | errors "
+             "| fit time (s) |",
+             "|---|---|---|---|---:|---:|---|---:|---:|"]
     for name, s in summary.items():
         conv = (f"{s['converged']} / {s['with_test']}" if s["with_test"] or not s["fits"]
                 else f"n/a ({s['fits']} fits, no convergence test)")
@@ -616,7 +682,8 @@ def summary_lines(summary):
             conv += " (all)"
         lines.append(f"| {name} | {conv} | {', '.join(s['unconverged']) or '-'} | "
                      f"{', '.join(s['gap64_above_tol']) or '-'} | "
-                     f"{s['conv_warnings']} | {s['tied']} | {s['errors']} | {s['seconds']:.0f} |")
+                     f"{s['conv_warnings']} | {s['tied']} | {', '.join(s['near_zero']) or '-'} | "
+                     f"{s['errors']} | {s['seconds']:.0f} |")
     return lines
 
 
@@ -626,6 +693,7 @@ def table_lines(rows):
              "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for r in rows:
         notes = [x for x in (r["note"], r["extra"], "TIED scores" if r["tied"] else "",
+                             "coef_ within tol of 0" if r.get("near_zero") else "",
                              r["error"] or "") if x]
         cr2 = "-" if r["C_R2"] is None else f"{r['C_R2']:.3g}"
         lines.append(f"| {r['estimator']} | {r['dataset']} | {r['n']} x {r['d']} | "
@@ -666,7 +734,8 @@ def run_convergence(args):
         kind = estimator_kind(cls)
         for ds in datasets:
             if kind_of(ds) == kind:
-                plan += [(cls, ds, C, p) for p in default_settings(cls)
+                fixed = fixed_params(cls, args.param)
+                plan += [(cls, ds, C, {**p, **fixed}) for p in default_settings(cls)
                          for C in default_Cs(cls)]
     if not plan:
         raise SystemExit("nothing to run: no estimator in --estimators takes a dataset in "
@@ -1031,6 +1100,9 @@ def main(argv=None):
                     help="comma list: breast_cancer, keel (all six) or keel:<name>/<name>, "
                          "w8a, reuters, mil / animals (all) or mil:<set>/<set>, cora "
                          "(default: all but the MIL sets outside " + ",".join(MIL_DEFAULT) + ")")
+    ap.add_argument("--param", type=_param, action="append", default=[], metavar="NAME=VALUE",
+                    help="fix a parameter of every estimator that has it (repeatable), e.g. "
+                         "pos_weight=balanced; shown in the C column")
     ap.add_argument("--quick", action="store_true",
                     help="only " + " and ".join(QUICK_SETS) + " (a smoke run of the flat "
                          "estimators; --datasets overrides)")

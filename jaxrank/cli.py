@@ -53,6 +53,11 @@ def _positive_float(text):
     return v
 
 
+def _pos_weight(text):
+    """``--pos-weight``: ``"balanced"`` or a number > 0."""
+    return "balanced" if text == "balanced" else _positive_float(text)
+
+
 def _nonnegative_float(text):
     try:
         v = float(text)
@@ -723,8 +728,9 @@ def build_parser():
         q.add_argument("--tol", type=_nonnegative_float, default=None,
                        help="relative duality gap to stop at, >= 0 (default 1e-4; 0 runs to "
                        "max_iter unless the gap closes exactly)")
-        q.add_argument("--pos-weight", type=_positive_float, default=None,
-                       help="svm: weight of positives in the hinge (default 1)")
+        q.add_argument("--pos-weight", type=_pos_weight, default=None,
+                       help="svm: weight of positives in the hinge, a number > 0 or "
+                       "'balanced' (n_neg / n_pos of the training samples; default 1)")
         q.add_argument("--k", type=_positive_float, default=None,
                        help="apsvm-appx: fraction of the easy set kept, in (0, 1]")
         q.add_argument("--C-binary", dest="C_binary", type=_positive_float, default=None,

@@ -107,6 +107,20 @@ def test_qid_files_train_grouped_models_and_are_refused_by_pooled_ones(tmp_path,
     assert abs(float(res.split("MAP")[1].split()[0]) - ref) < 1e-4
 
 
+def test_pos_weight_balanced_on_the_command_line(tmp_path, svmlight_files):
+    train = svmlight_files[0]
+    assert main(["train", "--model", "svm", "--pos-weight", "balanced", "-c", "0.1", "-q",
+                 str(train), str(tmp_path / "m.npz")]) == 0
+    m = jaxrank.load(tmp_path / "m.npz")
+    assert m.pos_weight == "balanced"
+    X, y = jaxrank.load_data(str(train))
+    ref = jaxrank.BinarySVM(C=0.1, pos_weight="balanced").fit(X, y)
+    np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-5, atol=1e-6)
+    with pytest.raises(SystemExit):  # neither a number nor "balanced"
+        main(["train", "--model", "svm", "--pos-weight", "equal", str(train),
+              str(tmp_path / "n.npz")])
+
+
 def test_options_that_do_not_apply_and_bad_values_are_clear_errors(tmp_path, svmlight_files,
                                                                   capsys):
     train, test, _, _ = svmlight_files

@@ -62,6 +62,38 @@ def test_binary_svm_objective_matches_liblinear(page_blocks, C):
     assert model.dual_objective_ <= f_ref * (1 + 1e-5)
 
 
+def test_balanced_binary_svm_is_liblinears_class_weighted_svm(page_blocks):
+    """``pos_weight="balanced"`` is ``LinearSVC(class_weight={1: n_neg / n_pos, -1: 1})``
+    and the same fit as that number given as ``pos_weight``."""
+    X, y = page_blocks
+    Xs, ys = X[:1500], y[:1500] > 0
+    n_pos, n_neg = int(ys.sum()), int((~ys).sum())
+    assert n_neg > 3 * n_pos  # rare positives: the unweighted optimum differs
+    C = 0.1
+    ypm = np.where(ys, 1.0, -1.0)
+    cw = np.where(ys, n_neg / n_pos, 1.0)
+    ref = LinearSVC(C=C, loss="hinge", tol=1e-10, max_iter=1_000_000,
+                    class_weight={1.0: n_neg / n_pos, -1.0: 1.0}).fit(Xs, ypm)
+
+    def primal(w):
+        return 0.5 * w @ w + C * (cw * np.maximum(0, 1 - ypm * (Xs @ w[:-1] + w[-1]))).sum()
+
+    f_ref = primal(np.r_[ref.coef_[0], ref.intercept_])
+    model = jaxrank.BinarySVM(C=C, pos_weight="balanced").fit(Xs, ys)
+    assert model.converged_
+    f = primal(np.r_[model.coef_[0], model.intercept_].astype(np.float64))
+    assert abs(f - f_ref) <= 1e-3 * f_ref
+    assert model.dual_objective_ <= f_ref * (1 + 1e-5)
+    same = jaxrank.BinarySVM(C=C, pos_weight=n_neg / n_pos).fit(Xs, ys)
+    np.testing.assert_allclose(model.coef_, same.coef_, rtol=1e-5, atol=1e-6)
+    # Each fit counts its own samples: a subset gets its own ratio.
+    sub = np.r_[np.flatnonzero(ys)[: n_pos // 2], np.flatnonzero(~ys)]
+    part = jaxrank.BinarySVM(C=C, pos_weight="balanced").fit(Xs[sub], ys[sub])
+    n_half = n_pos // 2
+    ref_part = jaxrank.BinarySVM(C=C, pos_weight=n_neg / n_half).fit(Xs[sub], ys[sub])
+    np.testing.assert_allclose(part.coef_, ref_part.coef_, rtol=1e-5, atol=1e-6)
+
+
 def test_vmap_of_the_single_driver_over_C_equals_single_fits(page_blocks):
     X, y = page_blocks[0][:400], page_blocks[1][:400] > 0
     data = design(X)

@@ -150,6 +150,23 @@ def test_param_grid_settings_equal_one_sweep_each_and_refit_their_best(scene):
     assert rows[-1]["pos_weight"] == 4.0 and rows[-1]["C"] == 1.0
 
 
+def test_balanced_pos_weight_counts_each_folds_training_samples(scene):
+    """``pos_weight="balanced"`` in a sweep: every fold's fit weighs its own
+    training samples (``n_neg / n_pos`` of the fold), as a single fit on them."""
+    X, Y = scene
+    keep = np.r_[np.flatnonzero(Y[:, 0] > 0)[1:], np.flatnonzero(Y[:, 0] <= 0)]
+    X, y = X[keep], Y[keep, 0] > 0  # 59 positives: the folds' ratios differ
+    res = jaxrank.sweep(X, y, model="svm", pos_weight="balanced", Cs=[1.0], cv=CV,
+                        random_state=0, refit=False, tol=TOL)
+    ratios = []
+    for f in range(CV):
+        train = ~res.val_masks[0, f]
+        ratios.append((~y[train]).sum() / y[train].sum())
+        ref = jaxrank.BinarySVM(C=1.0, pos_weight="balanced", tol=TOL).fit(X[train], y[train])
+        np.testing.assert_allclose(res.objective[0, 0, f], ref.objective_, rtol=1e-3)
+    assert np.ptp(ratios) > 0  # the folds' ratios differ: the property is exercised
+
+
 def test_param_grid_with_auto_extends_C_for_every_setting(scene):
     X, Y = scene
     res = jaxrank.sweep(X, Y[:, 0], model="svm", Cs="auto", cv=CV, random_state=0,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax.numpy as jnp
-from sklearn.utils._param_validation import Interval, Real
+from sklearn.utils._param_validation import Interval, Real, StrOptions
 
 from jaxrank._src.base import DEVICES_CONSTRAINT, StructuredSVM, check_positive_float32
 from jaxrank._src.models import Model
@@ -28,10 +28,14 @@ class BinaryModel(Model):
     items outside ``where`` have no term).
 
     Attributes:
-        pos_weight: static weight ``c_i`` of the positives (negatives 1).
+        pos_weight: static weight ``c_i`` of the positives (negatives 1), or
+            ``"balanced"``: ``n_neg / n_pos`` of each problem's items in
+            ``where`` (traced, so folds and tasks of one batch each get their
+            own; 1 when a problem has no positive), so that the positives'
+            total weight equals the negatives'.
     """
 
-    pos_weight: float = 1.0
+    pos_weight: float | str = 1.0
     cache: int = 1
     inner_steps: int = 0
 
@@ -40,7 +44,13 @@ class BinaryModel(Model):
         rows, bias = self.features.hinge_rows(data)
         dtype = jnp.result_type(C)
         y = jnp.where(problem.positive, 1, -1).astype(dtype)
-        c = jnp.where(problem.positive, jnp.asarray(self.pos_weight, dtype), 1).astype(dtype)
+        if isinstance(self.pos_weight, str):
+            n_pos = jnp.sum(problem.positive & problem.where).astype(dtype)
+            n_neg = jnp.sum(~problem.positive & problem.where).astype(dtype)
+            pw = jnp.where(n_pos > 0, n_neg / jnp.maximum(n_pos, 1), 1)
+        else:
+            pw = jnp.asarray(self.pos_weight, dtype)
+        c = jnp.where(problem.positive, pw, 1).astype(dtype)
         return HingeTerms(rows, bias, y, jnp.where(problem.where, C * c, 0).astype(dtype))
 
 
@@ -52,14 +62,20 @@ class BinarySVM(StructuredSVM):
         1/2 ||[w, b]||^2 + C sum_i c_i max(0, 1 - y_i (w^T x_i + b))
 
     (the intercept is a regularised constant feature, as in liblinear;
-    ``c_i = pos_weight`` for positives, 1 for negatives), by dual coordinate
+    ``c_i = pos_weight`` for positives, 1 for negatives: ``LinearSVC``'s
+    ``class_weight={positive: pos_weight, negative: 1}``), by dual coordinate
     ascent (Hsieh et al. 2008) inside :func:`jaxrank.solvers.fit`, stopped at
     a certified relative duality gap ``tol``.
 
     Args:
         C: trade-off ``> 0`` (same meaning as in ``LinearSVC``).
         fit_intercept: learn ``b`` (regularised, as liblinear does).
-        pos_weight: weight of positives, ``> 0``.
+        pos_weight: weight of positives, ``> 0``, or ``"balanced"``:
+            ``n_neg / n_pos`` of the training samples (of each fold and task
+            in :func:`jaxrank.sweep`), so that both classes weigh the same.
+            With the default 1, the optimum on rare positives can be
+            ``coef_ = 0`` (every sample scored ``intercept_``): the hinge
+            sum prefers to give up on the positives.
         max_iter: maximum solver iterations (epochs of coordinate ascent).
         tol: relative duality gap at which to stop.
         verbose: print progress.
@@ -76,7 +92,8 @@ class BinarySVM(StructuredSVM):
         ``b``).
 
     Raises:
-        ValueError: bad ``C``, ``pos_weight`` and the inputs of ``fit``.
+        ValueError: bad ``C``, ``pos_weight`` (a number ``<= 0``, or a string
+            other than ``"balanced"``) and the inputs of ``fit``.
 
     References:
         Cortes & Vapnik 1995; Hsieh, Chang, Lin, Keerthi, Sundararajan, ICML
@@ -86,7 +103,7 @@ class BinarySVM(StructuredSVM):
     _parameter_constraints = {
         **StructuredSVM._parameter_constraints,
         "fit_intercept": ["boolean"],
-        "pos_weight": [Interval(Real, 0, None, closed="neither")],
+        "pos_weight": [Interval(Real, 0, None, closed="neither"), StrOptions({"balanced"})],
         **DEVICES_CONSTRAINT,
     }
     _default_Cs = (0.001, 0.01, 0.1, 1.0, 10.0)
@@ -106,7 +123,9 @@ class BinarySVM(StructuredSVM):
 
     def _check_params(self):
         super()._check_params()
-        check_positive_float32(self.pos_weight, "pos_weight")
+        if not isinstance(self.pos_weight, str):
+            check_positive_float32(self.pos_weight, "pos_weight")
 
     def _model(self, static):
-        return BinaryModel(features=self._features(), pos_weight=float(self.pos_weight))
+        pw = self.pos_weight if isinstance(self.pos_weight, str) else float(self.pos_weight)
+        return BinaryModel(features=self._features(), pos_weight=pw)
