@@ -45,8 +45,8 @@ Columns (also in ``bench/README.md``):
   BinarySVM): ``coef_ = 0`` is certified within ``tol`` of the optimum,
   ``F(0) - dual_objective_ <= tol F(0)`` with ``F(0)`` the float64 objective
   of a fit that scores every sample the same (BinarySVM at its best
-  intercept): such a fit does not determine a ranking, even where rounding
-  leaves its scores untied.
+  intercept): the optimum of such a fit does not determine a ranking (its
+  scores, untied or not, rank by where the solver stopped).
 
 Data (``--data-dir``, default ``../shared/data`` next to the repository):
 
