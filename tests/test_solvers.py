@@ -13,6 +13,7 @@ from sklearn.svm import LinearSVC
 import jaxrank
 from jaxrank.models import (
     APModel,
+    BinaryModel,
     HingeTerms,
     Intercept,
     ItemProblem,
@@ -92,6 +93,10 @@ def test_balanced_binary_svm_is_liblinears_class_weighted_svm(page_blocks):
     n_half = n_pos // 2
     ref_part = jaxrank.BinarySVM(C=C, pos_weight=n_neg / n_half).fit(Xs[sub], ys[sub])
     np.testing.assert_allclose(part.coef_, ref_part.coef_, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="pos_weight"):
+        jaxrank.BinarySVM(pos_weight="equal").fit(Xs, ys)
+    with pytest.raises(ValueError, match="pos_weight must be a number > 0 or 'balanced'"):
+        BinaryModel(pos_weight="equal")
 
 
 def test_vmap_of_the_single_driver_over_C_equals_single_fits(page_blocks):

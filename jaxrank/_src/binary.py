@@ -33,11 +33,19 @@ class BinaryModel(Model):
             ``where`` (traced, so folds and tasks of one batch each get their
             own; 1 when a problem has no positive), so that the positives'
             total weight equals the negatives'.
+
+    Raises:
+        ValueError: ``pos_weight`` a string other than ``"balanced"``.
     """
 
     pos_weight: float | str = 1.0
     cache: int = 1
     inner_steps: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.pos_weight, str) and self.pos_weight != "balanced":
+            raise ValueError(
+                f"pos_weight must be a number > 0 or 'balanced'; got {self.pos_weight!r}.")
 
     def hinge_terms(self, data, problem, C):
         """``HingeTerms`` with ``upper_i = C c_i`` on the items of ``where``."""
