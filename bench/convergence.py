@@ -422,7 +422,6 @@ def fit_record(cls, data, C, note, setting=None):
         row["objective_at_zero"] = F0
         # w = 0 is within tol of the optimum F*: F(0) - F* <= F(0) - D <= tol F(0).
         row["near_zero"] = bool(F0 - float(est.dual_objective_) <= float(est.tol) * abs(F0))
-    if type(est).__name__ in GAP64_ESTIMATORS and not np.ndim(est.objective_):
         F64 = primal64(est, data)
         row["objective64"] = F64
         row["gap64"] = float(_rel(F64 - float(est.dual_objective_), F64))
@@ -649,7 +648,8 @@ def summarise(rows):
     for r in rows:
         s = out.setdefault(r["estimator"], {"fits": 0, "with_test": 0, "converged": 0,
                                             "unconverged": [], "conv_warnings": 0, "tied": 0,
-                                            "near_zero": [], "errors": 0, "seconds": 0.0, "gap64_above_tol": []})
+                                            "near_zero": [], "errors": 0, "seconds": 0.0,
+                                            "gap64_above_tol": []})
         s["fits"] += 1
         s["seconds"] += r["time"]
         s["conv_warnings"] += r["conv_warnings"]
@@ -737,6 +737,11 @@ def run_convergence(args):
                 fixed = fixed_params(cls, args.param)
                 plan += [(cls, ds, C, {**p, **fixed}) for p in default_settings(cls)
                          for C in default_Cs(cls)]
+    taken = {k for cls in classes for k in fixed_params(cls, args.param)}
+    unused = {k for k, _ in args.param} - taken
+    if unused:
+        raise SystemExit(f"--param {', '.join(sorted(unused))}: no estimator in --estimators "
+                         "takes it")
     if not plan:
         raise SystemExit("nothing to run: no estimator in --estimators takes a dataset in "
                          "--datasets (flat: breast_cancer, keel, w8a, reuters; latent: mil, "
