@@ -99,7 +99,7 @@ class OldAppx:
         X = np.asarray(X, np.float32)
         pos = np.asarray(y) > 0
         n, C = len(pos), float(self.C)
-        b = jaxrank.BinarySVM(C=C / n, fit_intercept=False, tol=TOL,
+        b = jaxrank.BinarySVM(C=C / n, fit_intercept=False, pos_weight=1.0, tol=TOL,
                               max_iter=self.binary_max_iter).fit(X, pos.astype(int))
         w0 = b.coef_[0].astype(np.float32)
         s0 = X @ w0

@@ -23,7 +23,7 @@ Dokania et al. (ECCV 2014), Table 1 in spirit, on two graphs of similar samples:
 Models and grids (C and eta by 2-fold CV on the training part, validation AP;
 the validation scores of the graph models use the whole training graph; all
 tasks of a dataset in one multi-task fit per grid point). Starting grids:
-``BinarySVM`` (C in 0.001, 0.01, 0.1, 1), ``APSVM`` (C in 0.1, 1, 10, 100),
+``BinarySVM(pos_weight=1)`` (C in 0.001, 0.01, 0.1, 1), ``APSVM`` (C in 0.1, 1, 10, 100),
 ``HOBSVM`` (C in 0.0001, 0.001, 0.01; eta in 0.1, 1; ``max_iter`` 3000),
 ``HOAPSVM`` (C in 0.05, 0.5, 5, 50, i.e. AP-SVM's 0.1 ... 100 at eta = 0; eta
 in 0.1, 1; initialised by HOB-SVM with C = 0.001 and 3000 iterations; 2 CCCP
@@ -191,7 +191,7 @@ def graph_models(quick):
     hob_iter, hoap_iter = (300, 300) if quick else (3000, 3000)
     etas = [0.1, 1.0]
     return {
-        "SVM": (lambda C, eta: jaxrank.BinarySVM(C=C, max_iter=2000),
+        "SVM": (lambda C, eta: jaxrank.BinarySVM(C=C, pos_weight=1.0, max_iter=2000),
                 [0.001, 0.01, 0.1, 1.0], [None]),
         "AP-SVM": (lambda C, eta: jaxrank.APSVM(C=C, max_iter=1000), [0.1, 1.0, 10.0, 100.0],
                    [None]),

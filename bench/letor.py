@@ -11,7 +11,8 @@ Models (features as given, dense float32):
   queries, one AP slack per query (Yue et al. 2007), solved in the 1-slack form.
 * **AP-SVM (pooled)**: ``jaxrank.APSVM(C).fit(X, relevant)``: one AP over all
   training documents, queries ignored.
-* **Binary SVM**: ``jaxrank.BinarySVM(C).fit(X, relevant)`` (hinge loss, intercept).
+* **Binary SVM**: ``jaxrank.BinarySVM(C, pos_weight=1).fit(X, relevant)`` (hinge loss,
+  intercept, unweighted as liblinear; the balanced row is the estimator's default).
 * **Pairwise hinge (rax)**: a linear scorer trained with
   ``rax.pairwise_hinge_loss`` (pairs of documents of one query with different
   grades, mean over the pairs of a query, then over queries) and
@@ -115,7 +116,7 @@ def mean_ap(scores, grades, qid):
 SVMS = {  # name: (class, fit on queries, extra parameters)
     "MAP-SVM": (jaxrank.APSVM, True, {}),
     "AP-SVM (pooled)": (jaxrank.APSVM, False, {}),
-    "Binary SVM": (jaxrank.BinarySVM, False, {}),
+    "Binary SVM": (jaxrank.BinarySVM, False, {"pos_weight": 1.0}),
 }
 BALANCED = {"Binary SVM (balanced)": (jaxrank.BinarySVM, False, {"pos_weight": "balanced"})}
 

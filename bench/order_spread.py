@@ -94,7 +94,9 @@ def main(argv=None):
             perm = (np.arange(X.shape[0]) if k == 0
                     else np.random.default_rng(k).permutation(X.shape[0]))
             Xk, yk = X[perm], y[perm]
-            est = getattr(jaxrank, est_name)(C=C)
+            # BinarySVM at liblinear's objective, as in training.py (every version has it)
+            kw = {"pos_weight": 1.0} if est_name == "BinarySVM" else {}
+            est = getattr(jaxrank, est_name)(C=C, **kw)
             est.fit(Xk, yk)  # compiles on the first order
             ts = []
             for _ in range(args.repeats):

@@ -243,7 +243,7 @@ def inference_times(X, Y, C, C_svm, appx_max_iter=300):
     for t in range(Y.shape[1]):
         y = Y[:, t]
         pos = jnp.asarray(y > 0)
-        svm = jaxrank.BinarySVM(C=C_svm).fit(X, y)
+        svm = jaxrank.BinarySVM(C=C_svm, pos_weight=1.0).fit(X, y)
         ap = jaxrank.APSVM(C=C).fit(X, y)
         appx = jaxrank.APSVMApprox(C=C, k=0.5, C_binary=C_svm, max_iter=appx_max_iter).fit(X, y)
         # First-stage scores, with its offset (APSVMApprox fits one in both stages).

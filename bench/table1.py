@@ -11,7 +11,8 @@ with ``jaxrank.model_selection.sweep`` (all task x C x fold fits in one
 compiled call), the best C refit on all training posts (one vmapped call),
 and the test AP reported per task and as the mean.
 
-* Binary SVM: ``BinarySVM`` (hinge, regularised intercept), C in 0.1, 1, 10,
+* Binary SVM: ``BinarySVM(pos_weight=1)`` (hinge, unweighted, regularised intercept),
+  C in 0.1, 1, 10,
   at most 300 iterations.
 * AP-SVM: ``APSVM``, C in 1 ... 1000.
 * AP-SVM-APPX: ``APSVMApprox`` with k = 25 %, 50 %, 75 % (paper's k), C in
@@ -90,7 +91,7 @@ def main():
 
     tests = {}
     svm, tests["Binary SVM"] = run("Binary SVM", model="svm", Cs=grids["svm"],
-                                   max_iter=300)
+                                   pos_weight=1.0, max_iter=300)
     _, tests["AP-SVM"] = run("AP-SVM", model="apsvm", Cs=grids["apsvm"])
     c_binary = float(np.median(svm.best_C))
     easy = {}

@@ -207,7 +207,9 @@ def main(argv=None):
         for C in Cs:
             for label in models:
                 cls = {"APSVM": jaxrank.APSVM, "BinarySVM": jaxrank.BinarySVM}[label]
-                fit = lambda cls=cls, C=C, X=Xtr, y=ytr: cls(C=C).fit(X, y)
+                # BinarySVM at liblinear's unweighted objective (pos_weight=1)
+                kw = {"pos_weight": 1.0} if label == "BinarySVM" else {}
+                fit = lambda cls=cls, C=C, X=Xtr, y=ytr, kw=kw: cls(C=C, **kw).fit(X, y)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
                     m, first, med = timed(fit, args.repeats)

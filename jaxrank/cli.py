@@ -730,7 +730,7 @@ def build_parser():
                        "max_iter unless the gap closes exactly)")
         q.add_argument("--pos-weight", type=_pos_weight, default=None,
                        help="svm: weight of positives in the hinge, a number > 0 or "
-                       "'balanced' (n_neg / n_pos of the training samples; default 1)")
+                       "'balanced' (n_neg / n_pos of the training samples; the default)")
         q.add_argument("--k", type=_positive_float, default=None,
                        help="apsvm-appx: fraction of the easy set kept, in (0, 1]")
         q.add_argument("--C-binary", dest="C_binary", type=_positive_float, default=None,

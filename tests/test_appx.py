@@ -344,7 +344,7 @@ def test_batched_appx_equals_independent_fits(scene):
         yy = _signs(yt)
         # stage 1: the binary SVM (regularised offset) on the centred rows alone
         # (both converged: within tol)
-        ref0 = jaxrank.BinarySVM(C=C_bin, tol=TOL, max_iter=max_iter).fit(Xc, yt)
+        ref0 = jaxrank.BinarySVM(C=C_bin, pos_weight=1, tol=TOL, max_iter=max_iter).fit(Xc, yt)
         w0, b0 = many.w0_[t], float(many.w0_intercept_[t])
         bc = _centred_offset(X, w0, b0)
         f0 = 0.5 * (w0 @ w0 + bc * bc) + C_bin * np.maximum(0, 1 - yy * (Xc @ w0 + bc)).sum()

@@ -1113,7 +1113,11 @@ def _primal(name, m, X, y):
     if name == "svm":
         b = float(m.intercept_[0])
         yy = np.where(y > 0, 1.0, -1.0)
-        return 0.5 * (w @ w + b * b) + C * np.maximum(0, 1 - yy * (s + b)).sum()
+        pw = m.pos_weight
+        if pw == "balanced":
+            pw = np.sum(y <= 0) / np.sum(y > 0)
+        c = np.where(y > 0, pw, 1.0)
+        return 0.5 * (w @ w + b * b) + C * (c * np.maximum(0, 1 - yy * (s + b))).sum()
     if name == "apsvm":
         return 0.5 * w @ w + C * ref_ap_violation(s, y > 0)["hinge"]
     if name == "auc-svm":

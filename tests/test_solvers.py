@@ -55,7 +55,7 @@ def test_binary_svm_objective_matches_liblinear(page_blocks, C):
     ypm = np.where(ys > 0, 1.0, -1.0)
     hinge = np.maximum(0, 1 - ypm * (Xs @ ref.coef_[0] + ref.intercept_[0])).sum()
     f_ref = 0.5 * wb @ wb + C * hinge
-    model = jaxrank.BinarySVM(C=C, tol=1e-4).fit(Xs, ys)
+    model = jaxrank.BinarySVM(C=C, pos_weight=1, tol=1e-4).fit(Xs, ys)
     assert model.converged_
     wm = np.r_[model.coef_[0], model.intercept_].astype(np.float64)
     f = 0.5 * wm @ wm + C * np.maximum(0, 1 - ypm * (Xs @ wm[:-1] + wm[-1])).sum()
@@ -64,8 +64,9 @@ def test_binary_svm_objective_matches_liblinear(page_blocks, C):
 
 
 def test_balanced_binary_svm_is_liblinears_class_weighted_svm(page_blocks):
-    """``pos_weight="balanced"`` is ``LinearSVC(class_weight={1: n_neg / n_pos, -1: 1})``
-    and the same fit as that number given as ``pos_weight``."""
+    """The default ``pos_weight="balanced"`` is scikit-learn's ``class_weight="balanced"``
+    at ``C' = 2 C n_neg / n`` (its weights are ``n / (2 n_class)``), and the same fit as
+    ``n_neg / n_pos`` given as ``pos_weight``."""
     X, y = page_blocks
     Xs, ys = X[:1500], y[:1500] > 0
     n_pos, n_neg = int(ys.sum()), int((~ys).sum())
@@ -73,15 +74,15 @@ def test_balanced_binary_svm_is_liblinears_class_weighted_svm(page_blocks):
     C = 0.1
     ypm = np.where(ys, 1.0, -1.0)
     cw = np.where(ys, n_neg / n_pos, 1.0)
-    ref = LinearSVC(C=C, loss="hinge", tol=1e-10, max_iter=1_000_000,
-                    class_weight={1.0: n_neg / n_pos, -1.0: 1.0}).fit(Xs, ypm)
+    ref = LinearSVC(C=2 * C * n_neg / len(ys), loss="hinge", tol=1e-10, max_iter=1_000_000,
+                    class_weight="balanced").fit(Xs, ypm)
 
     def primal(w):
         return 0.5 * w @ w + C * (cw * np.maximum(0, 1 - ypm * (Xs @ w[:-1] + w[-1]))).sum()
 
     f_ref = primal(np.r_[ref.coef_[0], ref.intercept_])
-    model = jaxrank.BinarySVM(C=C, pos_weight="balanced").fit(Xs, ys)
-    assert model.converged_
+    model = jaxrank.BinarySVM(C=C).fit(Xs, ys)
+    assert model.pos_weight == "balanced" and model.converged_
     f = primal(np.r_[model.coef_[0], model.intercept_].astype(np.float64))
     assert abs(f - f_ref) <= 1e-3 * f_ref
     assert model.dual_objective_ <= f_ref * (1 + 1e-5)

@@ -71,19 +71,22 @@ class BinarySVM(StructuredSVM):
 
     (the intercept is a regularised constant feature, as in liblinear;
     ``c_i = pos_weight`` for positives, 1 for negatives: ``LinearSVC``'s
-    ``class_weight={positive: pos_weight, negative: 1}``), by dual coordinate
+    ``class_weight={positive: pos_weight, negative: 1}``; by default the
+    classes weigh the same: ``LinearSVC(C=2 C n_neg / n,
+    class_weight="balanced")``), by dual coordinate
     ascent (Hsieh et al. 2008) inside :func:`jaxrank.solvers.fit`, stopped at
     a certified relative duality gap ``tol``.
 
     Args:
         C: trade-off ``> 0`` (same meaning as in ``LinearSVC``).
         fit_intercept: learn ``b`` (regularised, as liblinear does).
-        pos_weight: weight of positives, ``> 0``, or ``"balanced"``:
-            ``n_neg / n_pos`` of the training samples (of each fold and task
-            in :func:`jaxrank.sweep`), so that both classes weigh the same.
-            With the default 1, the optimum on rare positives can be
-            ``coef_ = 0`` (every sample scored ``intercept_``): the hinge
-            sum prefers to give up on the positives.
+        pos_weight: ``"balanced"`` (default): ``n_neg / n_pos`` of the
+            training samples (of each fold and task in :func:`jaxrank.sweep`;
+            1 where there is no positive), so that both classes weigh the
+            same; or a number ``> 0``. ``pos_weight=1`` is ``LinearSVC``'s
+            unweighted objective, whose optimum on rare positives can be
+            ``coef_ = 0`` (every sample scored ``intercept_``, nothing ranked):
+            the hinge sum prefers to give up on the positives.
         max_iter: maximum solver iterations (epochs of coordinate ascent).
         tol: relative duality gap at which to stop.
         verbose: print progress.
@@ -117,7 +120,7 @@ class BinarySVM(StructuredSVM):
     _default_Cs = (0.001, 0.01, 0.1, 1.0, 10.0)
     _learns_intercept = True
 
-    def __init__(self, C=1.0, *, fit_intercept=True, pos_weight=1.0, max_iter=5000,
+    def __init__(self, C=1.0, *, fit_intercept=True, pos_weight="balanced", max_iter=5000,
                  tol=1e-4, verbose=False, devices=None,
                  pos_label=None):
         self.C = C
