@@ -23,7 +23,8 @@ Columns (also in ``bench/README.md``):
   else ``<=`` a bound: the step's gap over ``cccp_objectives_`` after it, which
   is at most the step's own objective (the convex bound is tight at the previous
   iterate and above the non-convex objective elsewhere). The notes give the
-  worst step the same way (``converged_`` requires every step). HOAP-SVM: the
+  worst step the same way (``converged_`` requires the last step and CCCP's own
+  stop, not ``max_outer_iter``; earlier steps may stop at ``max_iter``). HOAP-SVM: the
   last convex step's (``objective_``, ``dual_objective_`` and ``converged_`` are
   its), the worst step in the notes. LatentSSVM's gaps can be negative: its
   convex steps use approximate inference, so their objective is a lower bound.

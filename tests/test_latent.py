@@ -723,6 +723,45 @@ def test_musk1_latent_apsvm_beats_chance():
     assert ap > yb[~train].mean() + 0.15, ap
 
 
+def test_converged_certifies_the_last_cccp_step_and_the_stop_rule():
+    """``converged_``: the last convex step reached ``tol`` and CCCP stopped by its
+    rule. A first step cut off at ``max_iter`` changes the path, not the certificate
+    (no warning); a last step cut off, or ``max_outer_iter`` reached, is unconverged
+    and warns."""
+    a = np.loadtxt(shared("mil", "musk1.csv"), delimiter=",")
+    X = StandardScaler().fit_transform(a[:, 2:]).astype(np.float32)
+    bags = a[:, 1].astype(np.int64)
+    _, first = np.unique(bags, return_index=True)
+    y = a[first, 0].astype(int)
+    tol = 1e-3
+    kw = dict(C=10.0, n_init=1, random_state=0, tol=tol, max_outer_iter=10)
+
+    def fit(**extra):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = jaxrank.LatentAPSVM(**(kw | extra)).fit(X, y, bags=bags)
+        return m, [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+
+    m, warned = fit(max_iter=80)
+    rel = m.cccp_gaps_ / m.cccp_objectives_  # each step's gap over F after it: an upper bound
+    assert rel[0] > tol  # the first step stopped at max_iter ...
+    assert m.cccp_gaps_[-1] <= tol * (m.dual_objective_ + m.cccp_gaps_[-1])  # ... the last did not
+    F = m.cccp_objectives_
+    # CCCP's own stop (a decrease below tol or an unchanged imputation), before the cap
+    assert 2 <= m.n_outer_iter_ < kw["max_outer_iter"]
+    assert m.converged_ and warned == []
+    assert m.objective_ == pytest.approx(F.min(), rel=1e-6)
+
+    short, warned = fit(max_iter=40)  # the last step cut off too
+    assert short.cccp_gaps_[-1] > tol * short.cccp_objectives_[-1]
+    assert not short.converged_
+    assert len(warned) == 1 and "the last convex CCCP step" in warned[0]
+
+    capped, warned = fit(max_iter=80, max_outer_iter=m.n_outer_iter_ - 1)
+    assert not capped.converged_
+    assert sum("max_outer_iter" in w for w in warned) == 1
+
+
 def test_musk1_latent_apsvm_converges_at_large_C_with_the_defaults():
     """C = 1000 on MUSK1 (166 features): the optimal support of each convex
     step has more planes than the solver's cache holds, the regime where the

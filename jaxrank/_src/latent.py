@@ -936,7 +936,9 @@ class LatentEstimator(StructuredSVM):
             with the lowest objective, its best iterate ``w``, that objective
             (of the non-convex problem), the dual bound of the convex problem
             that produced ``w``, the solver iterations summed over its outer
-            iterations and whether all its convex solves converged.
+            iterations and whether it converged: its last convex step reached
+            ``tol`` and CCCP stopped by its own rule, not at
+            ``max_outer_iter`` (``converged_`` of the estimators).
         """
         M = int(C.shape[0])
         R = int(self.n_init)
@@ -989,7 +991,12 @@ class LatentEstimator(StructuredSVM):
             hist[a, t] = obj[a]
             gaps[a, t] = np.asarray(res.objective, np.float64)[a] - dual[a]
             steps[a] += np.asarray(res.num_steps)[a]
-            conv[a] &= np.asarray(res.converged)[a]
+            step_conv = np.asarray(res.converged)
+            if self.verbose and not step_conv[a].all():
+                print(f"{type(self).__name__}: CCCP iteration {t + 1}: "
+                      f"{int((~step_conv[a]).sum())} convex step(s) stopped at max_iter "
+                      "(only the last step of a run must reach tol)", flush=True)
+            conv[a] = step_conv[a]
             n_outer[a] = t + 1
             better = a & (obj < best_obj)
             prev = best_obj.copy()
@@ -1014,10 +1021,11 @@ class LatentEstimator(StructuredSVM):
         res = solver.FitResult(
             w=jnp.asarray(best_w[idx]), objective=jnp.asarray(best_obj[idx], jnp.float32),
             dual=jnp.asarray(best_dual[idx], jnp.float32),
-            num_steps=jnp.asarray(steps[idx], jnp.int32), converged=jnp.asarray(conv[idx]))
+            num_steps=jnp.asarray(steps[idx], jnp.int32),
+            converged=jnp.asarray(conv[idx] & ~hit_max[idx]))
         extras = {"n_outer_iter_": n_outer[idx], "cccp_objectives_": hist[idx],
                   "cccp_gaps_": gaps[idx], "init_objectives_": best_obj_m,
-                  "_hit_max_outer": hit_max[idx]}
+                  "_hit_max_outer": hit_max[idx], "_last_step_converged": conv[idx]}
         return res, extras
 
     def _fitted_extras(self, extras, pick):
@@ -1070,8 +1078,8 @@ class LatentEstimator(StructuredSVM):
             TypeError: ``known`` / ``where`` not bool.
 
         Warns:
-            ConvergenceWarning: a convex step stopped at ``max_iter`` before
-                its duality gap reached ``tol``, or CCCP stopped at
+            ConvergenceWarning: the last convex step stopped at ``max_iter``
+                before its duality gap reached ``tol``, or CCCP stopped at
                 ``max_outer_iter``.
         """
         self._check_params()
@@ -1094,11 +1102,11 @@ class LatentEstimator(StructuredSVM):
         res = jax.tree_util.tree_map(np.asarray, res)
         self._set_fitted(res, extras, classes, False, data, positive)
         self.fit_time_ = time.perf_counter() - t0
-        if not self.converged_:
-            # The gap of the worst convex step (not of the non-convex objective).
-            worst = float(np.max(self.cccp_gaps_))
-            step = res._replace(objective=np.asarray(res.dual) + worst)
-            warn_unconverged(self, step, " (a convex CCCP step, latent variables fixed)")
+        if not bool(np.asarray(extras["_last_step_converged"])[0]):
+            # The gap of the last convex step (not of the non-convex objective).
+            last = float(self.cccp_gaps_[-1])
+            step = res._replace(objective=np.asarray(res.dual) + last)
+            warn_unconverged(self, step, " (the last convex CCCP step, latent variables fixed)")
         if bool(np.asarray(extras["_hit_max_outer"])[0]):
             warnings.warn(
                 f"{type(self).__name__}: CCCP stopped at max_outer_iter={self.max_outer_iter} "
@@ -1223,7 +1231,17 @@ _COMMON_ATTRS = """
             produced ``coef_`` (its latent variables fixed; not a bound on the
             non-convex problem).
         n_iter_: solver iterations summed over the outer iterations of the kept run.
-        converged_: whether every convex step of the kept run reached ``tol``.
+        converged_: whether CCCP's stopping certificate holds for the kept
+            run: its last convex step reached ``tol`` and CCCP stopped by its
+            own rule, not at ``max_outer_iter``. If the imputation did not
+            change, the last step's gap certifies ``coef_`` on the convex bound
+            tight at it; if the objective decreased by less than ``tol``
+            (relative), the bound tight at the iterate before the last step
+            has its minimum within ``tol`` relative plus that gap below the
+            iterate's objective (an approximate fixed point of Algorithm 1),
+            and ``coef_`` is the lower of the two iterates. Earlier steps that
+            stopped at ``max_iter`` change the path, not this certificate
+            (their gaps are in ``cccp_gaps_``), as for :class:`HOAPSVM`.
         n_outer_iter_: CCCP iterations of the kept run.
         cccp_objectives_: ``[n_outer_iter_]`` float64, the objective after every
             outer iteration of the kept run. Non-increasing (up to float32
