@@ -726,8 +726,8 @@ def test_musk1_latent_apsvm_beats_chance():
 def test_converged_certifies_the_last_cccp_step_and_the_stop_rule():
     """``converged_``: the last convex step reached ``tol`` and CCCP stopped by its
     rule. A first step cut off at ``max_iter`` changes the path, not the certificate
-    (no warning); a last step cut off, or ``max_outer_iter`` reached, is unconverged
-    and warns."""
+    (no warning); a last step cut off (after its one continuation), or
+    ``max_outer_iter`` reached, is unconverged and warns."""
     a = np.loadtxt(shared("mil", "musk1.csv"), delimiter=",")
     X = StandardScaler().fit_transform(a[:, 2:]).astype(np.float32)
     bags = a[:, 1].astype(np.int64)
@@ -753,7 +753,11 @@ def test_converged_certifies_the_last_cccp_step_and_the_stop_rule():
     assert m.objective_ == pytest.approx(F.min(), rel=1e-6)
 
     short, warned = fit(max_iter=40)  # the last step cut off too
-    assert short.cccp_gaps_[-1] > tol * short.cccp_objectives_[-1]
+    # A stop after a cut-off step is deferred once (CCCP_RESOLVES): the last two steps
+    # both stopped at max_iter (step k's gap over F after step k - 1 is a lower bound
+    # on its relative gap: its convex bound is tight there and it starts there).
+    g, F = short.cccp_gaps_, short.cccp_objectives_
+    assert short.n_outer_iter_ >= 3 and g[-1] > tol * F[-2] and g[-2] > tol * F[-3]
     assert not short.converged_
     assert len(warned) == 1 and "the last convex CCCP step" in warned[0]
 

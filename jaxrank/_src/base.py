@@ -1172,6 +1172,13 @@ def warn_tied_scores(est, S, where, R=None, C=None, *, stacklevel=4):
     )
 
 
+# CCCP (the latent models, HOAPSVM) applies its stopping rule only after a convex
+# step that reached ``tol``: that step certifies the point returned. A step that
+# stopped at ``max_iter`` where the rule would stop is continued instead, warm-started
+# at its best iterate, at most this many times per run.
+CCCP_RESOLVES = 1
+
+
 def warn_unconverged(est, res, where=""):
     """Emit ``ConvergenceWarning`` for fits of ``res`` that stopped unconverged.
 

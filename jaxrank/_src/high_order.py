@@ -89,6 +89,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from jaxrank._src import graph as G
 from jaxrank._src import validation
 from jaxrank._src.base import (
+    CCCP_RESOLVES,
     DEVICES_CONSTRAINT,
     StructuredSVM,
     _print_progress,
@@ -897,8 +898,10 @@ class HOAPSVM(_HighOrderSVM):
     (``init``), repeat: labelings of Proposition 4 at ``w_t``, then the convex
     problem (17) by :func:`jaxrank.solvers.fit` with :class:`HOAPModel`
     (exact AP inference on the scores of Proposition 5), until the objective
-    (16) decreases by less than ``cccp_tol`` (relative) or ``cccp_max_iter``
-    steps. ``w2 <= 0`` throughout.
+    (16) decreases by less than ``cccp_tol`` (relative) after a convex step
+    that reached ``tol`` (after one that stopped at ``max_iter`` CCCP makes
+    one more step instead, once per fit), or ``cccp_max_iter`` steps.
+    ``w2 <= 0`` throughout.
 
     With ``eta = 0`` it is AP-SVM with ``2 C`` (module docstring), the paper's
     "AP-SVM" baseline.
@@ -1079,6 +1082,7 @@ class HOAPSVM(_HighOrderSVM):
         W_best = np.asarray(W).copy()  # the iterate of lowest objective (16) so far
         F_best = F.copy()
         last = None
+        resolves = np.zeros(M, np.int64)
         for t in range(int(self.cccp_max_iter)):
             fraction = self.SPL_START * self.SPL_MU ** t if self.self_paced else 1.0
             where_t = where
@@ -1113,6 +1117,11 @@ class HOAPSVM(_HighOrderSVM):
                                       - np.asarray(res_np.dual, np.float64), 0.0))
             done = (history[-2] - F_new) <= float(self.cccp_tol) * np.abs(history[-2])
             done &= fraction >= 1  # no stop while the self-paced share grows
+            # Only a converged step certifies a stop (CCCP_RESOLVES, base.py).
+            again = done & active & ~np.asarray(res_np.converged, bool) & (
+                resolves < CCCP_RESOLVES)
+            resolves[again] += 1
+            done &= ~again
             if self.verbose:
                 print(f"HOAPSVM: CCCP step {t + 1}: objective (16) {F_rec.tolist()}", flush=True)
             active &= ~done

@@ -62,6 +62,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from jaxrank._src import solver, validation
 from jaxrank._src.apsvm import query_layout
 from jaxrank._src.base import (
+    CCCP_RESOLVES,
     DEVICES_CONSTRAINT,
     StructuredSVM,
     _print_progress,
@@ -975,6 +976,7 @@ class LatentEstimator(StructuredSVM):
         conv = np.ones(K, bool)
         n_outer = np.zeros(K, np.int64)
         hit_max = np.zeros(K, bool)
+        resolves = np.zeros(K, np.int64)
         w_prev = np.zeros((K, model.dim(data)), np.float32)  # w = 0 at the first step
         for t in range(T_out):
             run = probs
@@ -1004,6 +1006,13 @@ class LatentEstimator(StructuredSVM):
                 obj[better], W[better], dual[better])
             small = np.isfinite(prev) & (prev - obj < tol * np.abs(prev))
             stop = a & (~changed | small)
+            # The stop rule certifies a fit only after a converged convex step
+            # (``converged_``): a last step that stopped at ``max_iter`` is
+            # continued instead, warm-started at its best iterate, up to
+            # ``CCCP_RESOLVES`` times per run.
+            again = stop & ~step_conv & (resolves < CCCP_RESOLVES)
+            resolves[again] += 1
+            stop &= ~again
             keep = a & ~stop
             if t == T_out - 1:
                 hit_max |= keep
@@ -1241,7 +1250,10 @@ _COMMON_ATTRS = """
             iterate's objective (an approximate fixed point of Algorithm 1),
             and ``coef_`` is the lower of the two iterates. Earlier steps that
             stopped at ``max_iter`` change the path, not this certificate
-            (their gaps are in ``cccp_gaps_``), as for :class:`HOAPSVM`.
+            (their gaps are in ``cccp_gaps_``), as for :class:`HOAPSVM`. Where
+            the rule would stop after a step that stopped at ``max_iter``,
+            CCCP makes one more step instead (once per run), warm-started at
+            that step's best iterate.
         n_outer_iter_: CCCP iterations of the kept run.
         cccp_objectives_: ``[n_outer_iter_]`` float64, the objective after every
             outer iteration of the kept run. Non-increasing (up to float32
