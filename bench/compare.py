@@ -54,7 +54,8 @@ subset; see ``MODES`` below, or ``--dry-run`` to print the commands):
 
 Usage (from the repository root of the NEW code, venv active; in a checkout,
 build the native hinge-block kernel first: ``python setup.py build_ext
---inplace``, or the new code times its XLA fallback -- the script refuses)::
+--inplace``, or the new code times its XLA fallback -- the script refuses; the old
+worktree needs its own kernels built too, else the script refuses)::
 
     python bench/compare.py --quick            # representative subset
     python bench/compare.py                    # full comparison
@@ -115,7 +116,7 @@ def git(*args, cwd=ROOT, check=True):
                           check=check).stdout.strip()
 
 
-def ensure_old_tree(workdir: Path, commit: str) -> Path:
+def ensure_old_tree(workdir: Path, commit: str, allow_xla: bool = False) -> Path:
     """Detached worktree of ``commit`` at ``workdir/old`` plus the ``shared`` symlink."""
     old = workdir / "old"
     full = git("rev-parse", "--verify", f"{commit}^{{commit}}")
@@ -136,6 +137,15 @@ def ensure_old_tree(workdir: Path, commit: str) -> Path:
             raise SystemExit(f"{link} exists and does not point to {shared}.")
     else:
         link.symlink_to(shared.resolve(), target_is_directory=True)
+    src = old / "jaxrank" / "_src"
+    if (not allow_xla and (old / "setup.py").exists() and any(src.glob("*.c"))
+            and not any(src.glob("_dcd*.so"))):
+        # Without its native kernels the old code times its XLA fallback, and the
+        # comparison would flatter the new code.
+        raise SystemExit(
+            f"{src}/_dcd*.so is missing: build the old code's native kernels from its own "
+            f"sources first (e.g. `python setup.py build_ext --inplace` in {old}, or gcc "
+            "with the flags of its setup.py), or pass --allow-xla-fallback.")
     return old
 
 
@@ -445,7 +455,7 @@ def main(argv=None):
             f"{src}/_dcd*.so is missing: the new code would time its slow XLA fallback of "
             "the hinge block. Build it (python setup.py build_ext --inplace) or pass "
             "--allow-xla-fallback.")
-    old = ensure_old_tree(workdir, args.old)
+    old = ensure_old_tree(workdir, args.old, args.allow_xla)
     runs_dir.mkdir(parents=True, exist_ok=True)
     meta = {
         "old_commit": git("rev-parse", "--short", "HEAD", cwd=old), "old_tree": str(old),
