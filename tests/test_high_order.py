@@ -205,6 +205,21 @@ def test_hoap_apsvm_init_starts_at_apsvm_objective(data):
     assert hob.cccp_objectives_[0] > F[0] + 1e-3 * F[0]
 
 
+def test_hoap_cccp_stops_only_after_a_converged_step(data):
+    # cccp_tol = 1: the rule fires after every step. After a converged step CCCP
+    # stops there; after a step cut off at max_iter it makes one more step (once),
+    # then stops, unconverged.
+    X, y, e = data
+    kw = dict(C=5.0, eta=0.5, init="zero", cccp_max_iter=5, cccp_tol=1.0, tol=1e-4)
+    done = jaxrank.HOAPSVM(max_iter=2000, **kw).fit(X, y, edges=e)
+    assert done.converged_ and done.n_cccp_iter_ == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cut = jaxrank.HOAPSVM(max_iter=3, **kw).fit(X, y, edges=e)
+    assert not cut.converged_ and cut.n_cccp_iter_ == 2
+    assert np.all(cut.cccp_gaps_ > kw["tol"] * cut.cccp_objectives_[:-1])  # both cut off
+
+
 def _hoap_weights(h):
     return np.concatenate([np.ravel(h.coef_), np.ravel(h.intercept_),
                            np.ravel(h.pairwise_coef_), np.ravel(h.pairwise_intercept_)])

@@ -1179,6 +1179,24 @@ def warn_tied_scores(est, S, where, R=None, C=None, *, stacklevel=4):
 CCCP_RESOLVES = 1
 
 
+def defer_uncertified_stop(stop, converged, resolves):
+    """CCCP's stop, deferred after a convex step that did not reach ``tol``.
+
+    Args:
+        stop: ``[K]`` bool, runs whose stopping rule fired at this step.
+        converged: ``[K]`` bool, whether this step of each run reached ``tol``.
+        resolves: ``[K]`` int64, the deferrals each run has had; updated in place.
+
+    Returns:
+        ``[K]`` bool: the runs that stop. A run whose rule fired after an
+        unconverged step continues instead while it has had fewer than
+        ``CCCP_RESOLVES`` deferrals (see the comment above).
+    """
+    again = stop & ~converged & (resolves < CCCP_RESOLVES)
+    resolves += again
+    return stop & ~again
+
+
 def warn_unconverged(est, res, where=""):
     """Emit ``ConvergenceWarning`` for fits of ``res`` that stopped unconverged.
 

@@ -89,13 +89,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from jaxrank._src import graph as G
 from jaxrank._src import validation
 from jaxrank._src.base import (
-    CCCP_RESOLVES,
     DEVICES_CONSTRAINT,
     StructuredSVM,
     _print_progress,
     check_feature_scale,
     check_positive_float32,
     choose_batch_size,
+    defer_uncertified_stop,
     fit_batch,
     fit_one,
     labels_to_tasks,
@@ -1117,11 +1117,9 @@ class HOAPSVM(_HighOrderSVM):
                                       - np.asarray(res_np.dual, np.float64), 0.0))
             done = (history[-2] - F_new) <= float(self.cccp_tol) * np.abs(history[-2])
             done &= fraction >= 1  # no stop while the self-paced share grows
-            # Only a converged step certifies a stop (CCCP_RESOLVES, base.py).
-            again = done & active & ~np.asarray(res_np.converged, bool) & (
-                resolves < CCCP_RESOLVES)
-            resolves[again] += 1
-            done &= ~again
+            # Only a converged step certifies a stop (runs already stopped stay so).
+            done = defer_uncertified_stop(done & active, np.asarray(res_np.converged, bool),
+                                          resolves)
             if self.verbose:
                 print(f"HOAPSVM: CCCP step {t + 1}: objective (16) {F_rec.tolist()}", flush=True)
             active &= ~done

@@ -62,12 +62,12 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from jaxrank._src import solver, validation
 from jaxrank._src.apsvm import query_layout
 from jaxrank._src.base import (
-    CCCP_RESOLVES,
     DEVICES_CONSTRAINT,
     StructuredSVM,
     _print_progress,
     check_feature_scale,
     choose_batch_size,
+    defer_uncertified_stop,
     fit_batch,
     fit_one,
     labels_to_tasks,
@@ -1008,11 +1008,8 @@ class LatentEstimator(StructuredSVM):
             stop = a & (~changed | small)
             # The stop rule certifies a fit only after a converged convex step
             # (``converged_``): a last step that stopped at ``max_iter`` is
-            # continued instead, warm-started at its best iterate, up to
-            # ``CCCP_RESOLVES`` times per run.
-            again = stop & ~step_conv & (resolves < CCCP_RESOLVES)
-            resolves[again] += 1
-            stop &= ~again
+            # continued instead, warm-started at its best iterate.
+            stop = defer_uncertified_stop(stop, step_conv, resolves)
             keep = a & ~stop
             if t == T_out - 1:
                 hit_max |= keep
