@@ -1,0 +1,1 @@
+"""Loss-augmented inference oracles and their sort machinery (pure JAX, no scikit-learn)."""
