@@ -1,15 +1,15 @@
 """Build of jaxrank's native CPU kernels (metadata lives in pyproject.toml).
 
-Compiles ``jaxrank/_src/dcd.c``, ``jaxrank/_src/rank.c`` and
-``jaxrank/_src/qp.c`` (plain C99, no Python API) into the shared library
-``jaxrank/_src/_dcd<EXT_SUFFIX>``, which ``jaxrank/_src/native.py`` loads with
+Compiles ``jaxrank/_src/native/dcd.c``, ``jaxrank/_src/native/rank.c`` and
+``jaxrank/_src/native/qp.c`` (plain C99, no Python API) into the shared library
+``jaxrank/_src/native/_kernels<EXT_SUFFIX>``, which ``jaxrank/_src/native/__init__.py`` loads with
 ctypes and registers as XLA FFI targets (the DCD passes; the integer stages of
 the AP and ROC-area oracles; the solver's cached-plane QP). Works for ``pip install .``
 (the library goes into the wheel) and ``pip install -e .`` (setuptools builds
 it next to the source). In a checkout without installing:
 ``python setup.py build_ext --inplace``.
 
-``jaxrank/_src/_maxflow.c`` (against the CPython API, no NumPy headers) is
+``jaxrank/_src/native/_maxflow.c`` (against the CPython API, no NumPy headers) is
 the Boykov-Kolmogorov max-flow with tree reuse behind
 :func:`jaxrank.graph.max_marginals`.
 
@@ -40,17 +40,17 @@ class BuildExt(build_ext):
 setup(
     ext_modules=[
         Extension(
-            "jaxrank._src._dcd",
-            sources=["jaxrank/_src/dcd.c", "jaxrank/_src/rank.c", "jaxrank/_src/qp.c"],
-            depends=["jaxrank/_src/xla_ffi/c_api.h", "jaxrank/_src/ffi_glue.h"],
-            include_dirs=["jaxrank/_src"],
+            "jaxrank._src.native._kernels",
+            sources=["jaxrank/_src/native/dcd.c", "jaxrank/_src/native/rank.c", "jaxrank/_src/native/qp.c"],
+            depends=["jaxrank/_src/native/xla_ffi/c_api.h", "jaxrank/_src/native/ffi_glue.h"],
+            include_dirs=["jaxrank/_src/native"],
             # a plain C library, not a Python module: nothing to export on Windows
             export_symbols=[] if sys.platform == "win32" else None,
             optional=True,
         ),
         Extension(
-            "jaxrank._src._maxflow",
-            sources=["jaxrank/_src/_maxflow.c"],
+            "jaxrank._src.native._maxflow",
+            sources=["jaxrank/_src/native/_maxflow.c"],
             optional=True,
         ),
     ],

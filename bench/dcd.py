@@ -5,7 +5,7 @@ with ``intercept_scaling=1``: the intercept is a regularised constant feature)
 
     F(w) = 1/2 ||w||^2 + C sum_i max(0, 1 - y_i z_i^T w),   z_i = [x_i, 1]
 
-solved by a prototype loop around ``jaxrank._src.dcd.dcd_epoch``: the whole
+solved by a prototype loop around ``jaxrank._src.solvers.dcd.dcd_epoch``: the whole
 solve is one jitted ``lax.while_loop``; every iteration draws a fresh random
 order (``random_order``), runs one kernel call (liblinear's shrinking loop,
 at most ``--budget`` x m coordinate visits, pass tolerance ``pg_tol``), then
@@ -60,7 +60,7 @@ from sklearn.svm import LinearSVC
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from training import load_datasets
 
-from jaxrank._src import dcd
+from jaxrank._src.solvers import dcd
 
 TOL = 1e-4
 CS = (0.01, 0.1, 1.0, 10.0, 100.0)

@@ -39,7 +39,7 @@ uses ``kp = n`` (positive buffers and delta tables as wide as the whole list)
 -- a different, slower kernel than the one the issue is about.
 
 There is no phase breakdown of ``select`` any more: it was measured by
-monkey-patching private kernels of ``jaxrank._src.inference`` with stubs, whose
+monkey-patching private kernels of ``jaxrank._src.oracles.ap`` with stubs, whose
 signatures drifted (the stub of ``_opt_search`` lacked the ``tail`` argument,
 so the breakdown crashed), and bench/ uses public names only. Its question
 (where does ``select`` spend its time relative to ``jnp.sort``) is answered
@@ -93,7 +93,7 @@ import jax
 import jax.numpy as jnp
 from reference import literal_algorithm1, outputs_from_interleaving
 
-from jaxrank._src import inference as _inference  # private: --design switches
+from jaxrank._src.oracles import ap as _inference  # private: --design switches
 from jaxrank.inference import ap_most_violated, ap_oracle, auc_oracle, sort_path
 from jaxrank.models import APModel, ItemProblem
 
@@ -498,7 +498,7 @@ def design(args):
     """Host vs XLA at small n, callback API, vmap method (private switches)."""
     print("## Design measurements (`--design`)")
     print()
-    print("Private switches of `jaxrank._src.inference` (`_CALLBACK`, "
+    print("Private switches of `jaxrank._src.oracles.ap` (`_CALLBACK`, "
           "`_VMAP_METHOD`); every row is compiled ahead of time, timed in "
           "interleaved rounds (medians, at least 5 rounds).")
     print()

@@ -45,9 +45,9 @@ _ATTRIBUTES = {
     "LatentAPSVM": "jaxrank._src.latent",
     "LatentSSVM": "jaxrank._src.latent",
     "LatentSVM": "jaxrank._src.latent",
-    "ESTIMATORS": "jaxrank._src.registry",
-    "SweepResult": "jaxrank._src.sweep",
-    "sweep": "jaxrank._src.sweep",
+    "ESTIMATORS": "jaxrank._src.estimators.registry",
+    "SweepResult": "jaxrank._src.estimators.sweep",
+    "sweep": "jaxrank._src.estimators.sweep",
 }
 
 

@@ -176,7 +176,7 @@ def _estimator_params(cls, args):
 
 def make_estimator(args):
     """The unfitted estimator of ``--model`` with the given options."""
-    from jaxrank._src.registry import get_estimator
+    from jaxrank._src.estimators.registry import get_estimator
 
     cls = get_estimator(args.model)
     return cls(**_estimator_params(cls, args))
@@ -594,8 +594,8 @@ def cmd_sweep(args):
     """Cross-validate C for one or many tasks in one compiled call."""
     import csv
 
-    from jaxrank._src.registry import get_estimator
-    from jaxrank._src.sweep import sweep
+    from jaxrank._src.estimators.registry import get_estimator
+    from jaxrank._src.estimators.sweep import sweep
 
     _use_cpu_cores(args)
     outputs = _sweep_outputs(args.output_prefix, args.force)
@@ -698,7 +698,7 @@ def cmd_demo(args):
 
 
 def build_parser():
-    from jaxrank._src.registry import ESTIMATORS
+    from jaxrank._src.estimators.registry import ESTIMATORS
 
     names = sorted(ESTIMATORS)
     p = argparse.ArgumentParser(
@@ -955,7 +955,7 @@ def _main(argv):
     import warnings
 
     from jaxrank._src.base import use_program_store
-    from jaxrank._src.inference import _cacheable_programs
+    from jaxrank._src.oracles.ap import _cacheable_programs
 
     parser = build_parser()
     args = parser.parse_args(argv)

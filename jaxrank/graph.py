@@ -10,11 +10,11 @@
   — the jittable kernels on it (graph cuts through ``jax.pure_callback``).
 * :data:`METHODS`, :func:`has_c_extension`.
 
-See :mod:`jaxrank._src.graph` for the back-ends, their licences and the
+See :mod:`jaxrank._src.oracles.maxflow` for the back-ends, their licences and the
 integer scaling of the OR-tools back-end.
 """
 
-from jaxrank._src.graph import (
+from jaxrank._src.oracles.maxflow import (
     GRAPH_CUT_METHODS,
     METHODS,
     GraphLayout,

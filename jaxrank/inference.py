@@ -23,7 +23,7 @@ The subgradient of the structured hinge in a linear model ``s = X w`` is
 """
 
 from jaxrank._src.aucsvm import auc_most_violated, auc_oracle
-from jaxrank._src.inference import (
+from jaxrank._src.oracles.ap import (
     METHODS,
     ap_most_violated,
     ap_oracle,

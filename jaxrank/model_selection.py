@@ -7,7 +7,7 @@
 * :func:`ap_scorer` — scikit-learn scorer (``GridSearchCV(..., scoring=ap_scorer)``).
 """
 
-from jaxrank._src.model_selection import ap_scorer, group_fold_masks, stratified_fold_masks
-from jaxrank._src.sweep import SweepResult, sweep
+from jaxrank._src.estimators.model_selection import ap_scorer, group_fold_masks, stratified_fold_masks
+from jaxrank._src.estimators.sweep import SweepResult, sweep
 
 __all__ = ["SweepResult", "ap_scorer", "group_fold_masks", "stratified_fold_masks", "sweep"]

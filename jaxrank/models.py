@@ -49,7 +49,7 @@ from jaxrank._src.high_order import (
     HOBProblem,
     pairwise_design,
 )
-from jaxrank._src.models import ItemProblem, Model, QueryProblem
+from jaxrank._src.models.base import ItemProblem, Model, QueryProblem
 from jaxrank._src.types import FeatureMap, HingeTerms, StructuredModel
 
 __all__ = [

@@ -16,7 +16,7 @@ The objective, with ``S = model.scores(w, data)``::
 ``model.hinge_terms``), stopped at a certified relative duality gap.
 """
 
-from jaxrank._src.solver import (
+from jaxrank._src.solvers.ssvm import (
     FitResult,
     SolverState,
     fit,

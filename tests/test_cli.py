@@ -155,7 +155,7 @@ def test_unwritable_outputs_are_refused_before_any_work(tmp_path, small_files, c
     """Issue 9: an output location that cannot be written was found only after the fit/sweep."""
     train, model = small_files
     import jaxrank._src.data as data_mod
-    import jaxrank._src.sweep as sweep_mod
+    import jaxrank._src.estimators.sweep as sweep_mod
 
     def boom(*a, **k):
         raise AssertionError("work started before the output location was checked")

@@ -1,4 +1,4 @@
-"""Tests of the DCD epoch kernel (jaxrank/_src/dcd.py, dcd.c).
+"""Tests of the DCD epoch kernel (jaxrank/_src/solvers/dcd.py, dcd.c).
 
 References: a literal NumPy (float64) transcription of Algorithm 1 of Hsieh
 et al. (2008) with liblinear's shrinking test; the XLA path vs the native C
@@ -26,7 +26,7 @@ from jax.sharding import PartitionSpec as P
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from jaxrank._src import dcd  # no public name yet (see the module docstring)
+from jaxrank._src.solvers import dcd  # no public name yet (see the module docstring)
 from jaxrank._src import native as native_lib
 
 F32 = np.float32
@@ -690,7 +690,7 @@ def test_native_kernel_rejects_out_of_range_order(native):
 
 def test_missing_library_warns_once_and_falls_back_to_xla(monkeypatch):
     monkeypatch.setattr(native_lib, "_STATE", {})
-    monkeypatch.setenv("JAXRANK_DCD_LIBRARY", "/nonexistent/_dcd.so")
+    monkeypatch.setenv("JAXRANK_NATIVE_LIBRARY", "/nonexistent/_kernels.so")
     X, y, u = problem(m=30)
     with pytest.warns(RuntimeWarning, match="nonexistent"):
         assert not dcd.native_available()

@@ -1,9 +1,11 @@
-"""Layers go strictly downward: kernels -> losses -> models -> solver -> estimators -> tools.
+"""Layers go strictly downward, one package per layer.
 
 Checked on the source: every ``import`` of a ``jaxrank._src`` module (also the
 lazy ones inside functions, and module names in strings, which the registry
 imports with ``importlib``) must point to the same or a lower layer, the
 import graph must have no cycle, and the public modules only re-export.
+A module's layer is that of its package under ``jaxrank/_src`` (``oracles``,
+``models``, ...) or, for a module directly in ``_src``, of its own name.
 """
 
 import ast
@@ -16,54 +18,98 @@ import pytest
 
 SRC = pathlib.Path(__file__).resolve().parents[1] / "jaxrank"
 
-# 0 types/validation, 1 kernels, 2 losses, 3 models, 4 solver, 5 estimators,
-# 6 tools on top of the estimators (registry, sweep, io, data, demo).
+# 0 the interface and input checks, 1 native kernels, 2 oracles and exact
+# metrics (pure JAX), 3 losses, 4 structured models, 5 the solver, 6 the
+# scikit-learn estimators, 7 tools on top of the estimators.
 LAYERS = {
-    "types": 0, "validation": 0,
-    "inference": 1, "metrics": 1, "native": 1,
-    "losses": 2,
-    "features": 3, "models": 3,
-    "solver": 4, "dcd": 4,
-    "base": 5, "apsvm": 5, "binary": 5, "aucsvm": 5, "appx": 5, "kernelrank": 5,
-    "latent": 5, "high_order": 5, "graph": 1,
-    "_maxflow": 1,  # C extension, imported by name
-    "model_selection": 6, "registry": 6, "sweep": 6, "io": 6, "data": 6, "demo": 6,
+    "types": 0, "validation": 0, "features": 0,
+    "native": 1,
+    "oracles": 2, "metrics": 2,
+    "losses": 3,
+    "models": 4,
+    "solvers": 5,
+    "estimators": 6,
+    "base": 6, "apsvm": 6, "binary": 6, "aucsvm": 6, "appx": 6, "kernelrank": 6,
+    "latent": 6, "high_order": 6,
+    "io": 7, "data": 7, "demo": 7,
 }
+# Layers whose modules may not import scikit-learn (the functional API below
+# the estimators).
+NO_SKLEARN = ("types", "validation", "features", "native", "oracles", "metrics", "losses",
+              "models", "solvers")
+
+
+def _name(path):
+    """``oracles.ap`` for ``jaxrank/_src/oracles/ap.py``; ``native`` for its ``__init__``."""
+    parts = list(path.relative_to(SRC / "_src").with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _layer(name):
+    return LAYERS[name.split(".")[0]]
+
+
+def _modules():
+    return sorted(p for p in (SRC / "_src").rglob("*.py") if _name(p))
 
 
 def _imports(path):
-    """``jaxrank._src`` modules imported anywhere in the file."""
+    """``jaxrank._src`` modules imported anywhere in the file (dotted, below ``_src``)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
             if node.module.startswith("jaxrank._src."):
-                out.add(node.module.split(".")[2])
+                out.add(node.module[len("jaxrank._src."):])
             elif node.module == "jaxrank._src":
                 out.update(a.name for a in node.names)
         elif isinstance(node, ast.Import):
-            out.update(a.name.split(".")[2] for a in node.names
+            out.update(a.name[len("jaxrank._src."):] for a in node.names
                        if a.name.startswith("jaxrank._src."))
         elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
-              and re.fullmatch(r"jaxrank\._src\.\w+", node.value)):
-            out.add(node.value.split(".")[2])
+              and re.fullmatch(r"jaxrank\._src(\.\w+)+", node.value)):
+            out.add(node.value[len("jaxrank._src."):])
     return out
 
 
 def _graph():
-    return {p.stem: _imports(p) for p in (SRC / "_src").glob("*.py") if p.stem != "__init__"}
+    return {_name(p): _imports(p) for p in _modules()}
 
 
 def test_every_private_module_has_a_layer():
-    missing = sorted(set(_graph()) - set(LAYERS))
+    missing = sorted(m for m in _graph() if m.split(".")[0] not in LAYERS)
     assert not missing, f"assign a layer to {missing} in tests/test_layering.py"
 
 
-@pytest.mark.parametrize("module", sorted(p.stem for p in (SRC / "_src").glob("*.py")
-                                          if p.stem != "__init__"))
-def test_imports_point_to_the_same_or_a_lower_layer(module):
-    for dep in _imports(SRC / "_src" / f"{module}.py"):
-        assert LAYERS[dep] <= LAYERS[module], f"{module} (layer {LAYERS[module]}) imports {dep} " \
-                                              f"(layer {LAYERS[dep]})"
+@pytest.mark.parametrize("path", _modules(), ids=_name)
+def test_imports_point_to_the_same_or_a_lower_layer(path):
+    module = _name(path)
+    for dep in _imports(path):
+        assert _layer(dep) <= _layer(module), f"{module} (layer {_layer(module)}) imports " \
+                                              f"{dep} (layer {_layer(dep)})"
+
+
+@pytest.mark.parametrize("path", [p for p in _modules() if _name(p).split(".")[0] in NO_SKLEARN],
+                         ids=_name)
+def test_layers_below_the_estimators_do_not_import_sklearn(path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                 else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        assert not any(n.split(".")[0] == "sklearn" for n in names), \
+            f"{_name(path)} imports scikit-learn"
+
+
+@pytest.mark.xfail(strict=True, reason="the layering moves are under way")
+def test_functional_api_loads_no_sklearn():
+    # The functional API stands below the estimators: importing it (fresh process)
+    # must not load scikit-learn.
+    code = ("import sys, jaxrank.inference, jaxrank.losses, jaxrank.metrics, jaxrank.models, "
+            "jaxrank.solvers; print(' '.join(sorted(m for m in sys.modules "
+            "if m.split('.')[0] == 'sklearn')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert not out, f"scikit-learn modules loaded: {out[:5]}"
 
 
 def test_no_import_cycle():
@@ -83,6 +129,13 @@ def test_no_import_cycle():
         visit(m, [])
 
 
+@pytest.mark.xfail(strict=True, reason="the layering moves are under way")
+def test_no_module_above_800_lines():
+    long = {str(p.relative_to(SRC)): n for p in (*_modules(), *SRC.glob("*.py"))
+            if (n := len(p.read_text().splitlines())) > 800}
+    assert not long, f"split these modules: {long}"
+
+
 def test_public_modules_only_reexport():
     for path in SRC.glob("*.py"):
         if path.stem in ("__init__", "__main__", "cli"):
@@ -95,7 +148,7 @@ def test_public_modules_only_reexport():
 
 def test_registry_strings_are_seen_as_imports():
     # The registry imports the estimators lazily by name; the checks above must see them.
-    assert {"apsvm", "latent", "high_order", "kernelrank"} <= _imports(SRC / "_src" / "registry.py")
+    assert {"apsvm", "latent", "high_order", "kernelrank"} <= {d.split(".")[0] for d in _imports(SRC / "_src" / "estimators" / "registry.py")}
 
 
 def test_command_line_imports_only_the_model_it_runs():
@@ -107,7 +160,7 @@ def test_command_line_imports_only_the_model_it_runs():
                          check=True).stdout.split()
     assert "jaxrank._src.apsvm" in out
     for lazy in ("jaxrank._src.kernelrank", "jaxrank._src.latent", "jaxrank._src.high_order",
-                 "jaxrank._src.graph", "jaxrank._src.sweep", "jaxrank._src.appx"):
+                 "jaxrank._src.oracles.maxflow", "jaxrank._src.estimators.sweep", "jaxrank._src.appx"):
         assert lazy not in out, f"{lazy} imported by the CLI start-up: {out}"
 
 

@@ -20,7 +20,7 @@ import reference
 
 import jaxrank
 from jaxrank._src import aucsvm
-from jaxrank._src import inference as inf
+from jaxrank._src.oracles import ap as inf
 from jaxrank._src import native
 from jaxrank._src.metrics import _sort_key
 from jaxrank.inference import ap_oracle, auc_oracle
@@ -320,7 +320,7 @@ def test_path_switch_reaches_the_program():
 _BUFFER_SCRIPT = """
 import numpy as np, jax, jax.numpy as jnp
 import jaxrank
-from jaxrank._src import inference as inf
+from jaxrank._src.oracles import ap as inf
 from jaxrank._src import native
 from jaxrank.inference import ap_oracle, auc_oracle
 rng = np.random.default_rng(7)

@@ -113,7 +113,7 @@ being one of them:
   (``fit_intercept=True``, the default) costs ``b^2 / 2`` and leaves the AP
   term alone.
 * *A stalled second stage.* The shrinking state of the solver's dual
-  coordinate ascent on the hinge block (:mod:`jaxrank._src.solver`) is
+  coordinate ascent on the hinge block (:mod:`jaxrank._src.solvers.ssvm`) is
   carried from one iteration to the next while the planes move ``w``, and
   liblinear's pass tolerance is lowered 10x whenever a call meets it, down
   to below float32 resolution; a constraint shrunk while it was slack is then
@@ -149,7 +149,7 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from jaxrank._src import solver
+from jaxrank._src.solvers import ssvm as solver
 from jaxrank._src.base import (
     DEVICES_CONSTRAINT,
     StructuredSVM,
@@ -159,8 +159,8 @@ from jaxrank._src.base import (
 )
 from jaxrank._src.binary import BinaryModel
 from jaxrank._src.features import Design, Intercept
-from jaxrank._src.inference import METHODS, ap_oracle
-from jaxrank._src.models import Model
+from jaxrank._src.oracles.ap import METHODS, ap_oracle
+from jaxrank._src.models.base import Model
 from jaxrank._src.types import HingeTerms
 
 

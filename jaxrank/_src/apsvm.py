@@ -34,8 +34,8 @@ from jaxrank._src.base import (
     map_score,
     max_row_norm,
 )
-from jaxrank._src.inference import METHODS, ap_oracle
-from jaxrank._src.models import ItemProblem, Model, QueryProblem
+from jaxrank._src.oracles.ap import METHODS, ap_oracle
+from jaxrank._src.models.base import ItemProblem, Model, QueryProblem
 from jaxrank._src.types import Violation
 
 

@@ -16,7 +16,7 @@ Scores are compared through order-preserving integer keys
 (:func:`jaxrank._src.metrics._sort_key`), so the sorts are integer sorts; on
 CPU the counting runs as a host kernel (native ``rank.c`` from 512 items, or
 NumPy from ``_HOST_MIN_LEN``) that sorts only the negatives that can be
-swapped with some positive (see :mod:`jaxrank._src.inference`, "Sorting at
+swapped with some positive (see :mod:`jaxrank._src.oracles.ap`, "Sorting at
 the floor").
 """
 
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank._src.base import DEVICES_CONSTRAINT, StructuredSVM
-from jaxrank._src.inference import (
+from jaxrank._src.oracles.ap import (
     _dispatch,
     _host_call,
     _out_view,
@@ -41,7 +41,7 @@ from jaxrank._src.inference import (
 )
 from jaxrank._src import native, validation
 from jaxrank._src.metrics import _sort_key
-from jaxrank._src.models import Model
+from jaxrank._src.models.base import Model
 from jaxrank._src.types import Violation
 
 

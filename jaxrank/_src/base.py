@@ -33,7 +33,9 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from jaxrank._src import dcd, native, solver, validation
+from jaxrank._src import native, validation
+from jaxrank._src.solvers import dcd
+from jaxrank._src.solvers import ssvm as solver
 from jaxrank._src.features import (
     IN_PLACE_MIN_ENTRIES,
     Design,
@@ -44,7 +46,7 @@ from jaxrank._src.features import (
     device_dense,
 )
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.models import ItemProblem, Model
+from jaxrank._src.models.base import ItemProblem, Model
 
 # Slots per device of the batched drivers: 32 was the fastest of 8/16/32 in
 # bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from sklearn.utils._param_validation import Interval, Real, StrOptions
 
 from jaxrank._src.base import DEVICES_CONSTRAINT, StructuredSVM, check_positive_float32
-from jaxrank._src.models import Model
+from jaxrank._src.models.base import Model
 from jaxrank._src.types import HingeTerms
 
 

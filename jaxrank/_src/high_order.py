@@ -86,7 +86,7 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from jaxrank._src import graph as G
+from jaxrank._src.oracles import maxflow as G
 from jaxrank._src import validation
 from jaxrank._src.base import (
     DEVICES_CONSTRAINT,
@@ -108,10 +108,10 @@ from jaxrank._src.base import (
     warn_unconverged,
 )
 from jaxrank._src.features import Design, design
-from jaxrank._src.inference import METHODS as AP_METHODS
-from jaxrank._src.inference import ap_oracle
+from jaxrank._src.oracles.ap import METHODS as AP_METHODS
+from jaxrank._src.oracles.ap import ap_oracle
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.models import Model
+from jaxrank._src.models.base import Model
 from jaxrank._src.types import Violation
 
 GRAPH_METHODS = ("auto", "enumerate", "bk", "python", "ortools", "pymaxflow")
@@ -965,7 +965,7 @@ class HOAPSVM(_HighOrderSVM):
     cores. The plane cache of both
     high-order models (``PLANE_CACHE = 128`` planes and cached-plane steps)
     and the solver's line search with the sign multipliers re-optimised
-    (:mod:`jaxrank._src.solver`) are set for this, and the default
+    (:mod:`jaxrank._src.solvers.ssvm`) are set for this, and the default
     ``max_iter`` is 3000 per convex step (a step that stops there reports its
     certified gap in ``cccp_gaps_``).
 

@@ -65,7 +65,7 @@ def save(model, path, *, overwrite=False):
         FileExistsError: ``path`` exists and ``overwrite`` is False.
         FileNotFoundError: the directory of ``path`` does not exist.
     """
-    from jaxrank._src.registry import class_named, class_names
+    from jaxrank._src.estimators.registry import class_named, class_names
 
     name = type(model).__name__
     if class_named(name) is not type(model):
@@ -236,7 +236,7 @@ def load(path):
             ``pairwise_intercept_ <= 0``; ``bandwidth_ > 0``), two sorted
             distinct ``classes_``.
     """
-    from jaxrank._src.registry import class_named
+    from jaxrank._src.estimators.registry import class_named
 
     path = os.fspath(path)
     if os.path.isdir(path):

@@ -59,7 +59,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from jaxrank._src import solver, validation
+from jaxrank._src import validation
+from jaxrank._src.solvers import ssvm as solver
 from jaxrank._src.apsvm import query_layout
 from jaxrank._src.base import (
     DEVICES_CONSTRAINT,
@@ -77,9 +78,9 @@ from jaxrank._src.base import (
     warn_unconverged,
 )
 from jaxrank._src.features import Intercept, design
-from jaxrank._src.inference import METHODS, ap_oracle
+from jaxrank._src.oracles.ap import METHODS, ap_oracle
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.models import Model
+from jaxrank._src.models.base import Model
 from jaxrank._src.types import HingeTerms, Violation
 
 # Rounds of block-coordinate ascent of LatentSSVMModel's approximate inference.

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank._src import inference, validation
+from jaxrank._src import validation
+from jaxrank._src.oracles import ap as inference
 
 
 def structured_hinge(oracle):

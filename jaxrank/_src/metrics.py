@@ -143,7 +143,7 @@ def _sort_key(scores):
     """Signed-integer key with ``key(a) < key(b)`` iff ``a < b`` (exact ties).
 
     The one order-preserving key of the package (the metrics here and the
-    sorts of loss-augmented inference, :mod:`jaxrank._src.inference` and
+    sorts of loss-augmented inference, :mod:`jaxrank._src.oracles.ap` and
     :mod:`jaxrank._src.aucsvm`, use it, so every sort is an integer sort).
 
     Args:

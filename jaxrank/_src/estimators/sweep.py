@@ -62,8 +62,8 @@ from jaxrank._src.base import (
     shard_rows,
 )
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.model_selection import group_fold_masks, stratified_fold_masks
-from jaxrank._src.registry import get_estimator, name_of
+from jaxrank._src.estimators.model_selection import group_fold_masks, stratified_fold_masks
+from jaxrank._src.estimators.registry import get_estimator, name_of
 
 _C_RANGE = (1e-6, 1e8)
 
@@ -276,7 +276,7 @@ def _resolve(model, params):
     elif hasattr(model, "get_params"):
         est = clone(model).set_params(**params) if params else clone(model)
     else:
-        from jaxrank._src.registry import ESTIMATORS
+        from jaxrank._src.estimators.registry import ESTIMATORS
 
         raise TypeError(
             "model must be a registry name (one of "
@@ -566,7 +566,7 @@ def sweep(
     if joint:
         (f_obj, f_dual, f_steps, f_conv, f_W), f_extras = full
         tt = np.arange(T)
-        from jaxrank._src.solver import FitResult
+        from jaxrank._src.solvers.ssvm import FitResult
 
         res = FitResult(f_W[tt, best], f_obj[tt, best], f_dual[tt, best], f_steps[tt, best],
                         f_conv[tt, best])

@@ -31,7 +31,7 @@ al. 2015), in weight space with an incremental Gram matrix.
 variables ``alpha_i`` in ``[0, u_i]``, updated every iteration by dual
 coordinate ascent (Hsieh et al. 2008; liblinear's ``-s 3`` loop with
 shrinking, a fresh random order every pass, at most ``model.hinge_visits * m``
-coordinate visits; :mod:`jaxrank._src.dcd`, native code on CPU, XLA loops
+coordinate visits; :mod:`jaxrank._src.solvers.dcd`, native code on CPU, XLA loops
 elsewhere); every step is an exact maximisation of ``D`` along one
 coordinate, so ``D`` never decreases. A model with hinge terms and no oracle
 (the binary SVM) is liblinear's problem, with a certified gap.
@@ -78,7 +78,8 @@ import jax.scipy.linalg
 import numpy as np
 from jax import lax
 
-from jaxrank._src import dcd, native
+from jaxrank._src import native
+from jaxrank._src.solvers import dcd
 from jaxrank._src.types import HingeTerms
 
 
@@ -123,7 +124,7 @@ class SolverState(NamedTuple):
         nu: ``[dim]`` multipliers ``>= 0`` of the sign constraints
             ``w[start:stop] <= 0`` of ``model.nonpositive`` (zeros without).
         active: the shrinking state of the hinge block's dual coordinate
-            ascent (:class:`jaxrank._src.dcd.ActiveSet`, ``[m]`` mask).
+            ascent (:class:`jaxrank._src.solvers.dcd.ActiveSet`, ``[m]`` mask).
         pg_tol: ``[]`` liblinear's pass tolerance of the hinge block; lowered
             10x whenever a call met it before the duality gap met ``tol``
             (not below 1e-6 for models with an oracle, whose hinge block is
@@ -1043,7 +1044,7 @@ def _hinge_objective(h: HingeTerms, w):
 
 
 def design_rows(design, bias=0.0):
-    """The :class:`jaxrank._src.dcd.HingeRows` of a :class:`Design`'s rows (no copy of
+    """The :class:`jaxrank._src.solvers.dcd.HingeRows` of a :class:`Design`'s rows (no copy of
     float32 data; CSR offsets reused), with the constant feature ``bias``."""
     X = design.X
     bias = jnp.asarray(bias, jnp.float32)
@@ -1055,7 +1056,7 @@ def design_rows(design, bias=0.0):
 
 
 def hinge_rows(h: HingeTerms):
-    """The :class:`jaxrank._src.dcd.HingeRows` of hinge terms (no copy of the data)."""
+    """The :class:`jaxrank._src.solvers.dcd.HingeRows` of hinge terms (no copy of the data)."""
     return design_rows(h.rows, h.bias)
 
 

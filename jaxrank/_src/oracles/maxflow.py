@@ -31,7 +31,7 @@ needs work: ``delta_i = max_{y_i != map_i} S_C(y) - max S_C(y) <= 0``.
   one image, posts of one thread). ``S`` of all labelings is ``Y (d + r) -
   Y^T W Y`` with the component's weight matrix ``W``.
 * ``"bk"`` — Boykov-Kolmogorov max-flow written here in C
-  (``jaxrank/_src/_maxflow.c``, MIT) on one graph holding every component of
+  (``jaxrank/_src/native/_maxflow.c``, MIT) on one graph holding every component of
   the call; each of the ``n`` clamped cuts continues from the residual graph
   and search trees of the MAP flow and is then undone from a journal of first
   writes (dynamic graph cuts: Kohli & Torr 2006/2007), so a clamp costs the
@@ -90,7 +90,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 try:  # the C extension (built by setup.py; optional; a leaf: it imports nothing)
-    _cext = importlib.import_module("jaxrank._src._maxflow")
+    _cext = importlib.import_module("jaxrank._src.native._maxflow")
 except ImportError:  # pragma: no cover - depends on the build
     _cext = None
 

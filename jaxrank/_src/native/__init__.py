@@ -1,19 +1,19 @@
 """jaxrank's native CPU kernels: loading the library and registering its FFI targets.
 
-One shared library, ``jaxrank/_src/_dcd<EXT_SUFFIX>`` (built by ``setup.py``
+One shared library, ``jaxrank/_src/native/_kernels<EXT_SUFFIX>`` (built by ``setup.py``
 from ``dcd.c``, ``rank.c`` and ``qp.c``; plain C, no Python API), holds every
-native kernel: the dual coordinate descent passes of :mod:`jaxrank._src.dcd`,
+native kernel: the dual coordinate descent passes of :mod:`jaxrank._src.solvers.dcd`,
 the integer stages of the ranking oracles (sorts, selective-ranking
-candidates, swap counts) of :mod:`jaxrank._src.inference` and the ROC-area
+candidates, swap counts) of :mod:`jaxrank._src.oracles.ap` and the ROC-area
 SVM, and the solver's cached-plane QP and products with its plane cache
-(:mod:`jaxrank._src.solver`). It is
+(:mod:`jaxrank._src.solvers.ssvm`). It is
 loaded with ``ctypes`` on first use and its XLA FFI targets are registered for
 the CPU platform; :func:`load` returns it, or ``None`` (with one
 ``RuntimeWarning`` giving the reason) when it is missing, was built for
 another ABI version, or ``JAXRANK_DISABLE_NATIVE`` is set. Callers then take
 their XLA (or NumPy) path, which computes the same results.
 
-``JAXRANK_DCD_LIBRARY`` overrides the library path (tests).
+``JAXRANK_NATIVE_LIBRARY`` overrides the library path (tests).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ _STATE: dict = {}
 def _library_path():
     here = os.path.dirname(os.path.abspath(__file__))
     hits = sorted(
-        glob.glob(os.path.join(here, "_dcd*.so"))
-        + glob.glob(os.path.join(here, "_dcd*.pyd"))
-        + glob.glob(os.path.join(here, "_dcd*.dylib"))
+        glob.glob(os.path.join(here, "_kernels*.so"))
+        + glob.glob(os.path.join(here, "_kernels*.pyd"))
+        + glob.glob(os.path.join(here, "_kernels*.dylib"))
     )
     return hits[0] if hits else None
 
@@ -63,12 +63,12 @@ def load():
         if "lib" in _STATE:
             return _STATE["lib"]
         lib, reason = None, None
-        path = os.environ.get("JAXRANK_DCD_LIBRARY") or _library_path()
+        path = os.environ.get("JAXRANK_NATIVE_LIBRARY") or _library_path()
         if os.environ.get("JAXRANK_DISABLE_NATIVE", "") not in ("", "0"):
             reason = "JAXRANK_DISABLE_NATIVE is set"
         elif path is None:
             reason = (
-                "the compiled kernel jaxrank/_src/_dcd*.so is missing (build it with "
+                "the compiled kernel jaxrank/_src/native/_kernels*.so is missing (build it with "
                 "`pip install .`, or `python setup.py build_ext --inplace` in a checkout)"
             )
         else:

@@ -20,7 +20,7 @@ so ``w_out - w_in = sum_i (alpha_out_i - alpha_in_i) y_i z_i`` holds for any
 ``w_in`` (the kernel never needs ``w_other``).
 
 **Two implementations, same iterates.** On CPU the passes run as native code
-(``dcd.c``, built into ``jaxrank/_src/_dcd*.so`` by ``setup.py``), called as
+(``dcd.c``, built into ``jaxrank/_src/native/_kernels*.so`` by ``setup.py``), called as
 an XLA FFI custom call (``jax.ffi.ffi_call``): XLA hands the kernel its own
 buffers, so the rows are never copied, and a call costs about 1 us inside a
 jitted loop. (A ``jax.pure_callback`` copies every operand on every call:
@@ -61,7 +61,7 @@ Example (BinarySVM's objective ``1/2 ||[w, b]||^2 + C sum_i max(0, 1 - y_i
 (w^T x_i + b))``, the intercept as a constant feature)::
 
     >>> import numpy as np, jax, jax.numpy as jnp
-    >>> from jaxrank._src.dcd import hinge_rows, sq_norms, dcd_epoch, random_order, row_dots
+    >>> from jaxrank._src.solvers.dcd import hinge_rows, sq_norms, dcd_epoch, random_order, row_dots
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((200, 5)).astype(np.float32)
     >>> y = np.where(X[:, 0] + 0.3 * rng.standard_normal(200) > 0, 1., -1.).astype(np.float32)
