@@ -407,7 +407,7 @@ def cli_startup(repeats):
         env.pop("JAX_COMPILATION_CACHE_DIR", None)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
-        _child([sys.executable, "-c", "import jaxrank.cli, jaxrank._src.apsvm, jaxrank._src.data, "
+        _child([sys.executable, "-c", "import jaxrank.cli, jaxrank._src.estimators.ap, jaxrank._src.data, "
                 "jaxrank._src.io, sklearn.datasets"], env)
         train = [sys.executable, "-m", "jaxrank", "train", "--force", data,
                  os.path.join(tmp, "model.npz")]

@@ -31,11 +31,11 @@ import importlib
 _SUBMODULES = ("datasets", "graph", "inference", "losses", "metrics",
                "model_selection", "models", "solvers")
 _ATTRIBUTES = {
-    "APSVM": "jaxrank._src.apsvm",
+    "APSVM": "jaxrank._src.estimators.ap",
     "APSVMApprox": "jaxrank._src.appx",
-    "AUCSVM": "jaxrank._src.aucsvm",
+    "AUCSVM": "jaxrank._src.estimators.auc",
     "StructuredSVM": "jaxrank._src.base",
-    "BinarySVM": "jaxrank._src.binary",
+    "BinarySVM": "jaxrank._src.estimators.binary",
     "load_data": "jaxrank._src.data",
     "HOAPSVM": "jaxrank._src.high_order",
     "HOBSVM": "jaxrank._src.high_order",

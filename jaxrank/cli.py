@@ -955,7 +955,7 @@ def _main(argv):
     import warnings
 
     from jaxrank._src.base import use_program_store
-    from jaxrank._src.oracles.ap import _cacheable_programs
+    from jaxrank._src.oracles.sorting import _cacheable_programs
 
     parser = build_parser()
     args = parser.parse_args(argv)

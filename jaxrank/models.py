@@ -24,10 +24,10 @@ worked example of a user-defined model.
   :class:`GraphData`, problems :class:`HOBProblem`, :class:`HOAPProblem`.
 """
 
-from jaxrank._src.apsvm import APModel, query_layout
+from jaxrank._src.models.ap import APModel, query_layout
 from jaxrank._src.appx import AppxModel, AppxProblem
-from jaxrank._src.aucsvm import AUCModel
-from jaxrank._src.binary import BinaryModel
+from jaxrank._src.models.auc import AUCModel
+from jaxrank._src.models.binary import BinaryModel
 from jaxrank._src.features import Design, Intercept, LinearFeatures, design
 from jaxrank._src.latent import (
     BagData,

@@ -19,8 +19,9 @@ import pytest
 import reference
 
 import jaxrank
-from jaxrank._src import aucsvm
+from jaxrank._src.oracles import auc as aucsvm
 from jaxrank._src.oracles import ap as inf
+from jaxrank._src.oracles import sorting as srt
 from jaxrank._src import native
 from jaxrank._src.metrics import _sort_key
 from jaxrank.inference import ap_oracle, auc_oracle
@@ -70,12 +71,12 @@ def test_descending_keys_put_masked_entries_last():
     rng = np.random.default_rng(2)
     x = _specials(rng, 500, np.float32)
     valid = rng.random(500) < 0.8
-    dk = np.asarray(inf._desc_keys(jnp.asarray(x), jnp.asarray(valid)))
+    dk = np.asarray(srt._desc_keys(jnp.asarray(x), jnp.asarray(valid)))
     # Descending scores, NaN after every number, masked entries last.
     num = valid & ~np.isnan(x)
     expect = np.lexsort((np.arange(500), np.where(num, -x, 0), valid & np.isnan(x), ~valid))
     np.testing.assert_array_equal(np.argsort(dk, kind="stable"), expect)
-    back = np.asarray(inf._desc_scores(jnp.asarray(np.sort(dk)), jnp.float32))
+    back = np.asarray(srt._desc_scores(jnp.asarray(np.sort(dk)), jnp.float32))
     ref = -np.sort(np.where(valid, -x, np.nan))  # sorted scores, masked (NaN) last
     ok = valid.sum()
     np.testing.assert_array_equal(back[:ok][~np.isnan(ref[:ok])], ref[:ok][~np.isnan(ref[:ok])])
@@ -90,8 +91,8 @@ def test_host_and_xla_argsort_are_numpy_stable_argsort(n):
     if n > 4:
         k[:4] = [np.iinfo(np.int32).min, np.iinfo(np.int32).max, 0, -1]
     ref = np.argsort(k, kind="stable")
-    np.testing.assert_array_equal(inf._np_argsort(k), ref)
-    sk, perm = inf._stable_sort_xla(jnp.asarray(k))
+    np.testing.assert_array_equal(srt._np_argsort(k), ref)
+    sk, perm = srt._stable_sort_xla(jnp.asarray(k))
     np.testing.assert_array_equal(np.asarray(perm), ref)
     np.testing.assert_array_equal(np.asarray(sk), k[ref])
 
@@ -104,7 +105,7 @@ def test_host_kth_smallest_is_exact():
                 continue
             d = rng.integers(-40, 40, n).astype(np.int32)  # ties
             d[: n // 2] = np.sort(d[: n // 2])[::-1]  # a biased strided sample
-            assert inf._np_kth_smallest(d, k) == np.sort(d)[k - 1]
+            assert srt._np_kth_smallest(d, k) == np.sort(d)[k - 1]
 
 
 # ---------------------------------------------------------------------------
@@ -277,7 +278,7 @@ def _native_built():
 def test_host_path_runs_the_native_kernels_when_built():
     if not _native_built():
         pytest.skip(f"native kernels not loaded: {native.reason()}")
-    n = inf._HOST_MIN_LEN
+    n = srt._HOST_MIN_LEN
     a = (jnp.zeros((n,), jnp.float32), jnp.arange(n) % 7 == 0, jnp.ones((n,), bool))
     ap = functools.partial(ap_oracle, kp=n // 4)
     for path, want, other in (("host", "jaxrank_ap_layout", "pure_callback"),
@@ -290,7 +291,7 @@ def test_host_path_runs_the_native_kernels_when_built():
 
 
 def test_path_switch_reaches_the_program():
-    n = max(inf._HOST_MIN_LEN, aucsvm._HOST_MIN_LEN)
+    n = max(srt._HOST_MIN_LEN, aucsvm._HOST_MIN_LEN)
     a = (jnp.zeros((n,), jnp.float32), jnp.arange(n) % 7 == 0, jnp.ones((n,), bool))
     ap = functools.partial(ap_oracle, kp=n // 4)
     with jaxrank.inference.sort_path("xla"):
@@ -304,12 +305,12 @@ def test_path_switch_reaches_the_program():
     for fn in (ap, auc_oracle):
         assert _has_callback(fn, *a) and "platform_index" in str(jax.make_jaxpr(fn)(*a))
     # (from _NATIVE_MIN_LEN with the native kernels, else the NumPy callbacks' own)
-    small = tuple(x[: inf._host_min_len() - 1] for x in a)
+    small = tuple(x[: srt._host_min_len() - 1] for x in a)
     assert not _has_callback(functools.partial(ap_oracle, kp=16), *small)
-    small = tuple(x[: inf._host_min_len(aucsvm._HOST_MIN_LEN) - 1] for x in a)
+    small = tuple(x[: srt._host_min_len(aucsvm._HOST_MIN_LEN) - 1] for x in a)
     assert not _has_callback(auc_oracle, *small)
     if native.available():
-        at = tuple(x[: inf._NATIVE_MIN_LEN] for x in a)
+        at = tuple(x[: srt._NATIVE_MIN_LEN] for x in a)
         assert _has_callback(functools.partial(ap_oracle, kp=16), *at)
         assert _has_callback(auc_oracle, *at)
     with pytest.raises(ValueError, match="path"):
@@ -320,7 +321,7 @@ def test_path_switch_reaches_the_program():
 _BUFFER_SCRIPT = """
 import numpy as np, jax, jax.numpy as jnp
 import jaxrank
-from jaxrank._src.oracles import ap as inf
+from jaxrank._src.oracles import sorting as srt
 from jaxrank._src import native
 from jaxrank.inference import ap_oracle, auc_oracle
 rng = np.random.default_rng(7)
@@ -330,7 +331,7 @@ y = jnp.asarray(rng.random(n) < 0.005)
 w = jnp.asarray(rng.random(n) < 0.97)
 out = {}
 for api, path in (("pure", "xla"), ("buffer", "numpy")):
-    inf._CALLBACK = api
+    srt._CALLBACK = api
     with jaxrank.inference.sort_path(path):
         if path == "numpy":
             assert "buffer_callback" in str(jax.make_jaxpr(auc_oracle)(s, y, w))
@@ -342,7 +343,7 @@ print("same")
 """
 
 
-@pytest.mark.skipif(inf._buffer_callback is None, reason="no jax.experimental.buffer_callback")
+@pytest.mark.skipif(srt._buffer_callback is None, reason="no jax.experimental.buffer_callback")
 def test_buffer_callback_option_is_the_same():
     # The opt-in jax.experimental.buffer_callback host calls give the same
     # integers. Run in a child process: the API is experimental (see the

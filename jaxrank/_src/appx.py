@@ -157,7 +157,7 @@ from jaxrank._src.base import (
     choose_batch_size,
     report_progress,
 )
-from jaxrank._src.binary import BinaryModel
+from jaxrank._src.models.binary import BinaryModel
 from jaxrank._src.features import Design, Intercept
 from jaxrank._src.oracles.ap import METHODS, ap_oracle
 from jaxrank._src.models.base import Model

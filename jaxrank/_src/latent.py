@@ -61,7 +61,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 
 from jaxrank._src import validation
 from jaxrank._src.solvers import ssvm as solver
-from jaxrank._src.apsvm import query_layout
+from jaxrank._src.models.ap import query_layout
 from jaxrank._src.base import (
     DEVICES_CONSTRAINT,
     StructuredSVM,

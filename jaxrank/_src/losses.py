@@ -10,6 +10,7 @@ import numpy as np
 
 from jaxrank._src import validation
 from jaxrank._src.oracles import ap as inference
+from jaxrank._src.oracles.inputs import _check_pos_weight, _layout
 
 
 def structured_hinge(oracle):
@@ -147,7 +148,7 @@ def ap_hinge_loss(scores, labels, *, where=None, method="select"):
         Array([-1.,  1.,  0.], dtype=float32)
     """
     inference._check_method(method)
-    scores, positive, valid, kp = inference._layout(scores, labels, where, "ap_hinge_loss")
+    scores, positive, valid, kp = _layout(scores, labels, where, "ap_hinge_loss")
     h = _ap_hinge_fn(kp, method)
     # Masked scores are replaced by 0 inside the oracle call only (p[1] is
     # ``where``): NaN there neither reaches the kernel nor the value.
@@ -184,8 +185,8 @@ def hinge_loss(scores, labels, *, where=None, pos_weight=1.0):
     References:
         Cortes & Vapnik 1995; the binary SVM baseline of Mohapatra et al. 2014.
     """
-    inference._check_pos_weight(pos_weight)
-    scores, positive, valid, _ = inference._layout(scores, labels, where, "hinge_loss",
+    _check_pos_weight(pos_weight)
+    scores, positive, valid, _ = _layout(scores, labels, where, "hinge_loss",
                                                    both_classes=False)
     return _hinge_sum(scores, positive, jnp.broadcast_to(valid, scores.shape),
                       jnp.asarray(pos_weight, scores.dtype))

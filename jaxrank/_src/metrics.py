@@ -144,7 +144,7 @@ def _sort_key(scores):
 
     The one order-preserving key of the package (the metrics here and the
     sorts of loss-augmented inference, :mod:`jaxrank._src.oracles.ap` and
-    :mod:`jaxrank._src.aucsvm`, use it, so every sort is an integer sort).
+    :mod:`jaxrank._src.oracles.auc`, use it, so every sort is an integer sort).
 
     Args:
         scores: ``[...]`` array of any real dtype or bool.

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 # name -> (module, class name). Modules are imported on first use, so that a
 # command line run of one model does not import every model family.
 _ENTRIES = {
-    "apsvm": ("jaxrank._src.apsvm", "APSVM"),
-    "svm": ("jaxrank._src.binary", "BinarySVM"),
+    "apsvm": ("jaxrank._src.estimators.ap", "APSVM"),
+    "svm": ("jaxrank._src.estimators.binary", "BinarySVM"),
     "apsvm-appx": ("jaxrank._src.appx", "APSVMApprox"),
-    "auc-svm": ("jaxrank._src.aucsvm", "AUCSVM"),
+    "auc-svm": ("jaxrank._src.estimators.auc", "AUCSVM"),
     "kernelrank": ("jaxrank._src.kernelrank", "KernelRank"),
     "latent-apsvm": ("jaxrank._src.latent", "LatentAPSVM"),
     "latent-svm": ("jaxrank._src.latent", "LatentSVM"),

@@ -13,8 +13,8 @@
  *                       from the per-positive cuts, and n_above;
  *   jaxrank_auc_counts  the swap counts c_i, d_j of the ROC-area oracle.
  *
- * Each returns exactly the integers of the XLA path (jaxrank._src.inference
- * _ap_layout_xla, _ap_expand_xla; jaxrank._src.aucsvm._auc_counts_xla) and
+ * Each returns exactly the integers of the XLA path (jaxrank._src.oracles.ap
+ * _ap_layout_xla, _ap_expand_xla; jaxrank._src.oracles.auc._auc_counts_xla) and
  * of the NumPy host kernels they replace, so results are bitwise identical
  * on every path.  Sorts are stable LSD radix sorts (three passes of 11, 11
  * and 10 bits; a pass whose digit is the same for every key is skipped),
@@ -198,7 +198,7 @@ static int64_t count_le_plain(const int32_t *a, int64_t n, int32_t x) {
     return (int64_t)c;
 }
 
-/* One list of jaxrank._src.inference._ap_layout (the NumPy twin is
+/* One list of jaxrank._src.oracles.ap._ap_layout (the NumPy twin is
  * _ap_layout_rows).  work: 2n int32. */
 static void ap_layout_row(const int32_t *ak, const uint8_t *pos, const uint8_t *neg,
                           const int32_t *tkd, int64_t t_len, int32_t P_, int32_t N,
@@ -384,7 +384,7 @@ JAXRANK_EXPORT XLA_FFI_Error *jaxrank_ap_layout(XLA_FFI_CallFrame *cf) {
 /* AP expand                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* One list of jaxrank._src.inference._ap_expand (NumPy twin:
+/* One list of jaxrank._src.oracles.ap._ap_expand (NumPy twin:
  * _ap_expand_rows).  work: n + kp + 4 int32. */
 static void ap_expand_row(const int32_t *J, int64_t kp, const int32_t *opt_head, int64_t kh,
                           int32_t m, const int32_t *src, const uint8_t *neg, int32_t P,
@@ -505,7 +505,7 @@ static int64_t search(const int32_t *t, int64_t len, int32_t q, int right) {
     return lo;
 }
 
-/* One list of jaxrank._src.aucsvm._auc_counts (NumPy twin: _auc_counts_rows).
+/* One list of jaxrank._src.oracles.auc._auc_counts (NumPy twin: _auc_counts_rows).
  * work: 5n int32. */
 static void auc_counts_row(const int32_t *key, const int32_t *qm, const int32_t *qp,
                            const uint8_t *pos, const uint8_t *neg, int64_t n, int32_t *c,

@@ -1,7 +1,6 @@
 """Loss-augmented inference (most-violated rankings) as pure JAX kernels.
 
-AP loss (Yue et al. 2007; Mohapatra et al. 2014, Algorithms 1-3) and the 0-1
-(hinge) loss of the binary SVM. All kernels are pure, shape-static and
+AP loss (Yue et al. 2007; Mohapatra et al. 2014, Algorithms 1-3). All kernels are pure, shape-static and
 jit/vmap-able; the Python wrappers only choose a static layout.
 
 Notation (``shared/MATH_NOTES.md``): positives sorted by score, descending,
@@ -15,25 +14,11 @@ is one term of eq. (5); ``delta_j(i)`` is its suffix sum over ``k >= i`` and
 ``n_a = #{j : opt_j <= a}``, the number of negatives ranked above the a-th
 positive in the most-violated ranking.
 
-Sorting at the floor (issue 12): scores are sorted as order-preserving
-integer keys, never as floats, and on CPU the integer stages of the AP
-oracle (sorting the positives, selecting and sorting the candidate
-negatives, expanding per-positive cuts into per-negative ranks) run as host
-kernels chosen by ``lax.platform_dependent``: jaxrank's native kernels
-(``rank.c``: radix sorts, XLA FFI calls on XLA's own buffers) when its
-compiled library is loaded (:mod:`jaxrank._src.native`), else NumPy through
-a JAX callback. GPU/TPU programs keep the pure-XLA path. The float
-arithmetic stays in XLA on every path and the host kernels return the XLA
-path's integers, so the results are bitwise identical
-(tests/test_sort_floor.py). Lists shorter than :func:`_host_min_len`
-(``_NATIVE_MIN_LEN``, or ``_HOST_MIN_LEN`` for the NumPy callbacks, which
-also keep a program out of JAX's persistent compilation cache) take the XLA
-path.
+The integer stages (sorts, selection) run through :mod:`jaxrank._src.oracles.sorting`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import jax
@@ -43,28 +28,43 @@ from jax import lax
 
 from jaxrank._src import native, validation
 from jaxrank._src.metrics import _sort_key
+from jaxrank._src.oracles.inputs import _layout, _masked_scores, _nan_if_nan_scores
+from jaxrank._src.oracles.sorting import (
+    _desc_scores,
+    _dispatch,
+    _host_call,
+    _key_max,
+    _native_host,
+    _np_argsort,
+    _np_kth_smallest,
+    _out_view,
+    _stable_sort_xla,
+)
 from jaxrank._src.types import Violation
 
 Array = jax.Array
 
+
 METHODS = ("greedy", "search", "select")
+
 
 # Capacities (fractions of the number of negatives) of the static buckets used
 # by the selective ranking of Algorithm 3; the last bucket is the exact
 # fallback that sorts every negative.
 _SELECT_FRACTIONS = (1 / 32, 1 / 4)
+
+
 # Entries of the delta table evaluated at once by the dense kernels.
 _BLOCK_ENTRIES = 2**18
+
+
 # Cumulative sums of at least this many entries use a parallel prefix scan.
 _SCAN_MIN_LEN = 8192
+
+
 # Up to this positive capacity selective ranking solves its first P - 1 rows on
 # dense delta rows (Algorithm 1, _opt_greedy), beyond it by divide and conquer.
 _DENSE_HEAD_MAX_KP = 128
-
-
-# ---------------------------------------------------------------------------
-# Small helpers shared by the three methods.
-# ---------------------------------------------------------------------------
 
 
 def _increment(k, j, sp_k, sn_j, P, N):
@@ -81,282 +81,6 @@ def _increment(k, j, sp_k, sn_j, P, N):
     first = kf / ((jf + kf) * (jf + kf - 1)) / Pf
     second = 2 * (sp_k - sn_j) / (Pf * Nf)
     return first - second
-
-
-# ---------------------------------------------------------------------------
-# Sorting at the floor: integer keys; on CPU a NumPy host sort.
-# ---------------------------------------------------------------------------
-#
-# Every sort of this module (and of the ROC-area oracle) sorts integer keys of
-# the scores (``metrics._sort_key``: the float32 bit pattern made monotone, one
-# key for both zeros and for every NaN), never floats: XLA sends float sorts
-# and argsorts to slow comparator loops (on CPU 50-100x slower than ``np.sort``;
-# on GPUs float argsort misses the radix sort, openxla/xla#35587). Arguments of
-# a sort are ``(keys, iota)`` with ``is_stable=True``: ties keep index order,
-# so the permutation is fully determined. On CPU, where XLA's integer sort with
-# a payload is still 6-8x slower than NumPy's, the sort runs on the host
-# through ``jax.pure_callback`` (chosen by ``lax.platform_dependent``, so
-# GPU/TPU programs keep the pure-XLA path); the host kernels return exactly
-# the integers of the XLA path, so every result is bitwise identical on both.
-
-# "auto": the host sort on CPU for sorts of at least _HOST_MIN_LEN entries,
-# XLA otherwise (and on every other platform); "xla" or "host": forced (tests
-# and benchmarks only: use :func:`sort_path`, which clears JAX's caches).
-_SORT_PATH = "auto"
-# Below this length the XLA path costs less than a host round trip, and a
-# program without host callbacks can be kept in JAX's persistent compilation
-# cache (programs with a host callback are not). Measured crossover of AP
-# select on an idle machine: between 4096 (host 1.25x slower) and 8192 entries
-# (host 0.89x) (bench/results/inference.md, "Host vs XLA path by size"; the
-# ROC-area oracle has its own, in aucsvm.py).
-_HOST_MIN_LEN = 8192
-# With the native kernels (rank.c; an FFI call costs about a microsecond, no
-# copies) the host path is faster than XLA's from a few hundred entries: at
-# n = 512 select 0.12 vs 0.26 ms, auc 0.07 vs 0.10 ms (bench/results/
-# inference.md, "Host vs XLA path by size"). Both oracles use this length.
-_NATIVE_MIN_LEN = 512
-# vmap of a host kernel: one callback for the whole batch (the kernels loop
-# over the rows in NumPy); measured against "sequential" in the bench notes.
-_VMAP_METHOD = "broadcast_all"
-_RADIX_MIN_LEN = 256
-# The callback API of the host kernels: "pure" (jax.pure_callback, the
-# default) or "buffer" (jax.experimental.buffer_callback: XLA's buffers read
-# and written in place, 1.1-1.4x faster end to end at 10^5-10^6 entries in
-# bench/inference.py --design). "buffer" is opt-in: the API is experimental,
-# and two long test processes that used it (one of them CI on a merge of this
-# branch) crashed with a segmentation fault inside JAX's persistent
-# compilation cache; the cause is not established (not reproduced in short
-# runs).
-try:
-    from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
-except ImportError:  # pragma: no cover - older JAX
-    _buffer_callback = None
-_CALLBACK = "pure"
-
-
-@contextlib.contextmanager
-def sort_path(path):
-    """Context manager: which implementation runs the sorts of the oracles.
-
-    Every sort of the AP oracles (Algorithms 1-3 of Mohapatra et al. 2014)
-    and of the ROC-area oracle sorts order-preserving int32 keys of the
-    scores. ``"auto"`` (the default outside this context): on a CPU backend,
-    the integer stages of lists of at least a few thousand entries run as
-    host kernels (XLA's CPU sort is several times slower than a radix sort):
-    jaxrank's native kernels (``rank.c``, XLA FFI calls on XLA's own
-    buffers) when its compiled library is present, else NumPy through
-    ``jax.pure_callback``; shorter lists and every other platform use XLA's
-    ``lax.sort``. ``"xla"``: XLA everywhere (programs without host
-    callbacks, which JAX's persistent compilation cache can keep);
-    ``"host"``: the host kernels on every platform; ``"numpy"``: the NumPy
-    host kernels even when the native ones are present (a reference for
-    tests and benchmarks). The results are bitwise identical on every path;
-    only speed and cacheability differ.
-
-    The choice is read when a program is traced, so JAX's in-memory caches
-    are cleared on entry and on exit (programs compile again). Not
-    thread-safe.
-
-    Args:
-        path: ``"auto"``, ``"xla"``, ``"host"`` or ``"numpy"`` (str).
-
-    Raises:
-        ValueError: an unknown ``path``.
-
-    Example::
-
-        with jaxrank.inference.sort_path("xla"):
-            model = jaxrank.APSVM(C=10.0).fit(X, y)
-    """
-    global _SORT_PATH
-    if path not in ("auto", "xla", "host", "numpy"):
-        raise ValueError(f"path must be 'auto', 'xla', 'host' or 'numpy'; got {path!r}.")
-    old = _SORT_PATH
-    _SORT_PATH = path
-    jax.clear_caches()
-    try:
-        yield
-    finally:
-        _SORT_PATH = old
-        jax.clear_caches()
-
-
-# Inside _cacheable_programs(), without the native kernels: the host path only
-# from this length. A program with a host callback is never kept in JAX's persistent compilation cache or
-# the CLI's program store, so a repeated command would compile it again
-# (about 3-5 s); below 2^16 entries a fit's host sorts save less than that.
-_CACHEABLE_HOST_MIN_LEN = 1 << 16
-_host_min_floor = 0
-
-
-@contextlib.contextmanager
-def _cacheable_programs():
-    """Prefer programs that can be cached on disk (the CLI, with its caches on).
-
-    Without the native kernels (whose FFI calls can be stored, unlike the
-    NumPy callbacks), sorts shorter than ``_CACHEABLE_HOST_MIN_LEN`` take the
-    XLA path on every platform while the context is active. The results do not depend on the
-    path (bitwise identical), so programs traced outside the context stay
-    valid. Read at trace time; not thread-safe.
-    """
-    global _host_min_floor
-    old = _host_min_floor
-    _host_min_floor = _CACHEABLE_HOST_MIN_LEN
-    try:
-        yield
-    finally:
-        _host_min_floor = old
-
-
-def _host_min_len(min_len=None):
-    """Shortest list that takes the host path on CPU (read at trace time).
-
-    ``_NATIVE_MIN_LEN`` with the native kernels (their FFI calls can also be
-    stored by the compilation caches); else the NumPy callbacks' ``min_len``
-    (default ``_HOST_MIN_LEN``), at least ``_CACHEABLE_HOST_MIN_LEN`` inside
-    :func:`_cacheable_programs`.
-    """
-    if _native_host():
-        return _NATIVE_MIN_LEN
-    return max(_HOST_MIN_LEN if min_len is None else min_len, _host_min_floor)
-
-
-def _dispatch(host_fn, xla_fn, length, *args, min_len=None):
-    """``host_fn(*args)`` on CPU for ``length >= _host_min_len(min_len)``, else ``xla_fn(*args)``.
-
-    The choice is static (trace time) except for the platform, which
-    ``lax.platform_dependent`` resolves when the program is lowered. 64-bit
-    operands (float64 scores, int64 keys: test references only) always take
-    the XLA path: the native kernels take int32 keys, and a host callback's
-    results are canonicalised on a thread that does not see a
-    ``jax.enable_x64`` context.
-    """
-    path = _SORT_PATH
-    wide = any(jnp.dtype(a.dtype).itemsize > 4 for a in args)
-    min_len = _host_min_len(min_len)
-    if path == "xla" or wide or (path == "auto" and length < min_len):
-        return xla_fn(*args)
-    if path in ("host", "numpy"):
-        return host_fn(*args)
-    return lax.platform_dependent(*args, cpu=host_fn, default=xla_fn)
-
-
-def _native_host():
-    """True if the host path runs the native kernels (``rank.c``), not NumPy.
-
-    Read at trace time: the library is loaded (:mod:`jaxrank._src.native`)
-    and :func:`sort_path` is not ``"numpy"``.
-    """
-    return _SORT_PATH != "numpy" and native.load() is not None
-
-
-def _key_max(dtype):
-    return jnp.array(jnp.iinfo(dtype).max, dtype)
-
-
-def _desc_keys(scores, valid):
-    """Integer keys whose ascending order is the descending order of ``scores``.
-
-    ``key(-s)`` (:func:`jaxrank._src.metrics._sort_key`): ``[m]`` int32 for
-    float32 scores (int64 for float64). Both zeros tie; a NaN score sorts
-    after every number (after ``-inf``); entries with ``valid`` False get the
-    largest integer, so they sort last.
-    """
-    key = _sort_key(-scores)
-    return jnp.where(valid, key, _key_max(key.dtype))
-
-
-def _desc_scores(keys, dtype):
-    """Inverse of :func:`_desc_keys` (``-0.0`` for a zero; 0 for the sentinel)."""
-    ity = keys.dtype
-    fty = jnp.float64 if ity == jnp.int64 else jnp.float32
-    top = _key_max(ity)
-    bits = jnp.where(keys < 0, keys ^ top, keys)
-    vals = -lax.bitcast_convert_type(bits, fty)
-    return jnp.where(keys == top, 0, vals).astype(dtype)
-
-
-def _np_argsort(keys):
-    """Stable ascending argsort of a 1-D int32/int64 NumPy array (ties in index order).
-
-    int32 keys of at least ``_RADIX_MIN_LEN`` entries: LSD radix sort by two
-    stable 16-bit passes (NumPy's ``kind="stable"`` is a radix sort for 16-bit
-    types), about 1.2x ``np.sort`` of float32; otherwise ``kind="stable"``.
-    Returns int64 (``intp``) indices.
-    """
-    if keys.dtype == np.int32 and keys.shape[0] >= _RADIX_MIN_LEN:
-        u = keys.view(np.uint32) ^ np.uint32(0x80000000)
-        p1 = np.argsort((u & np.uint32(0xFFFF)).astype(np.uint16), kind="stable")
-        p2 = np.argsort((u[p1] >> np.uint32(16)).astype(np.uint16), kind="stable")
-        return p1[p2]
-    return np.argsort(keys, kind="stable")
-
-
-def _np_kth_smallest(d, k):
-    """The ``k``-th smallest entry (1-based) of a 1-D NumPy array, exactly.
-
-    For ``k << n``: an upper bound ``q`` from a strided sample, checked by one
-    count (``#{d <= q} >= k``), then ``np.partition`` of the few entries
-    ``<= q`` only; otherwise (or if the check fails) ``np.partition`` of all.
-    """
-    n = d.shape[0]
-    if n >= 8192 and 16 * k <= n:
-        step = 8
-        sample = d[::step]
-        r = min(sample.shape[0] - 1, 2 * (k * sample.shape[0]) // n + 8)
-        q = np.partition(sample, r)[r]
-        sub = d[d <= q]
-        if sub.shape[0] >= k:
-            return np.partition(sub, k - 1)[k - 1]
-    return np.partition(d, k - 1)[k - 1]
-
-
-def _host_call(host, out_shapes, *args):
-    """Run the NumPy kernel ``host(outs, *arrays)`` as a host callback.
-
-    ``host`` fills every entry of ``outs`` (writable arrays of the shapes
-    ``out_shapes``, with the leading batch axes of the arguments under
-    ``vmap``). ``jax.pure_callback`` by default; with ``_CALLBACK =
-    "buffer"`` (and a JAX that has it) ``jax.experimental.buffer_callback``,
-    whose kernel reads XLA's input buffers and writes its output buffers in
-    place, where ``jax.pure_callback`` copies every input to a new
-    ``jax.Array`` and every result back (an identity kernel: 0.07 vs 0.45 ms
-    per call at 10^5 entries, 1.4 vs 3.7 ms at 10^6). Both are pure for JAX
-    (no side effects) and batch with ``vmap_method=_VMAP_METHOD``.
-    """
-    out_shapes = tuple(out_shapes)
-    if _CALLBACK == "buffer" and _buffer_callback is not None:
-
-        def run(ctx, out, *bufs):
-            host([np.asarray(o) for o in out], *(np.asarray(b) for b in bufs))
-
-        return tuple(_buffer_callback(run, out_shapes, vmap_method=_VMAP_METHOD)(*args))
-    nd0 = np.ndim(args[0])
-
-    def pure(*arrays):
-        batch = np.shape(arrays[0])[: np.ndim(arrays[0]) - nd0]
-        outs = [np.empty(batch + o.shape, o.dtype) for o in out_shapes]
-        host(outs, *(np.asarray(a) for a in arrays))
-        return tuple(outs)
-
-    return jax.pure_callback(pure, out_shapes, *args, vmap_method=_VMAP_METHOD)
-
-
-def _out_view(a, shape):
-    """``a`` reshaped without a copy (raises rather than silently copying an output)."""
-    v = a.view()
-    v.shape = shape
-    return v
-
-
-def _stable_sort_xla(keys):
-    """Stable ascending sort of integer ``keys [..., m]``: ``(sorted keys, perm)``.
-
-    ``perm`` int32, ties in index order (``lax.sort`` with ``is_stable=True``
-    and the index as payload: an integer sort, never a float one).
-    """
-    idx = lax.broadcasted_iota(jnp.int32, keys.shape, keys.ndim - 1)
-    return lax.sort((keys, idx), dimension=keys.ndim - 1, num_keys=1, is_stable=True)
 
 
 def _first_true(pred_fn, lo, hi, num_iter):
@@ -440,11 +164,6 @@ def _map_row_blocks(fn, j, sn, num_rows, kp):
 
     out = lax.fori_loop(0, nblocks, body, jnp.zeros((r + pad,), jnp.int32))
     return out[:r]
-
-
-# ---------------------------------------------------------------------------
-# Interleaving ranks of sorted negatives: Algorithms 1 and 2.
-# ---------------------------------------------------------------------------
 
 
 def _opt_greedy(sp, P, N, sn, num_rows=None):
@@ -623,11 +342,6 @@ def _opt_head_monotone(sp, P, N, sn, num_rows):
     return opt[1 : r + 1]
 
 
-# ---------------------------------------------------------------------------
-# From interleaving ranks to loss / coef.
-# ---------------------------------------------------------------------------
-
-
 def _counts_above(opt, valid_rows, kp):
     """``n_a = #{j : opt_j <= a}`` for ``a = 1..kp`` (histogram + cumsum)."""
     hist = jnp.zeros((kp + 2,), jnp.int32).at[opt].add(valid_rows.astype(jnp.int32))
@@ -718,11 +432,6 @@ def _ap_core(scores, pos_valid, neg_valid, kp, method):
     coef = coef.at[pdest].add(g_pos_sorted, mode="drop")
     coef = jnp.where(ok, coef, 0)
     return jnp.where(ok, loss, 0).astype(dtype), coef, opt
-
-
-# ---------------------------------------------------------------------------
-# Integer stages: layout (sorts, selection) and expansion; host or XLA.
-# ---------------------------------------------------------------------------
 
 
 def _select_capacities(n):
@@ -987,11 +696,6 @@ def _ap_expand_host(J, opt_head, m, src, neg_valid, P, N, *, kp):
     return _host_call(host, shapes, J, opt_head, m, src, neg_valid, P, N)
 
 
-# ---------------------------------------------------------------------------
-# Algorithm 3: selective ranking with static capacity buckets.
-# ---------------------------------------------------------------------------
-
-
 def _select_opt(sp, P, N, m, sk, src, neg_valid, *, caps, kh):
     """Interleaving ranks of all negatives (input order) by selective ranking.
 
@@ -1049,11 +753,6 @@ def _select_opt(sp, P, N, m, sk, src, neg_valid, *, caps, kh):
         bucket = jnp.searchsorted(jnp.asarray(caps), m)
         J, oh = lax.switch(bucket, [branch(c) for c in caps], None)
     return _ap_expand(J, oh, m, src, neg_valid, P, N, kp=kp)
-
-
-# ---------------------------------------------------------------------------
-# Public entry points.
-# ---------------------------------------------------------------------------
 
 
 @functools.partial(jax.jit, static_argnames=("kp", "method"))
@@ -1124,136 +823,6 @@ def _finish(loss, coef, scores, rank):
     ref = jnp.sum(jnp.where(active, scores, 0)) / jnp.maximum(jnp.sum(active), 1)
     hinge = loss - jnp.dot(scores - ref, coef)
     return Violation(loss=loss, coef=coef, aux=rank, hinge=hinge)
-
-
-def zero_one_oracle(scores, positive, where, *, pos_weight=1.0):
-    """Most-violated labelling of the (weighted) binary hinge loss, one list.
-
-    The pure kernel behind :func:`zero_one_most_violated` (oracle form):
-    ``loss = sum_i c_i w_i``, ``coef_i = c_i w_i y_i`` with ``y_i = +-1``,
-    ``c_i = 1[y_i s_i < 1]``, ``w_i = pos_weight`` for positives and 1 for
-    negatives; ``hinge = sum_i w_i max(0, 1 - y_i s_i)``. O(n).
-
-    Args:
-        scores: ``[n]`` float decision values.
-        positive: ``[n]`` bool labels.
-        where: ``[n]`` bool, the items that take part.
-        pos_weight: ``[]`` float weight of the positives (may be traced).
-
-    Returns:
-        :class:`Violation` with ``aux=None``.
-
-    Raises:
-        ValueError / TypeError: (at trace time) ``scores`` not ``[n]`` float32 or
-            float64, ``positive`` or ``where`` of another shape.
-
-    References:
-        Joachims, "Training linear SVMs in linear time", KDD 2006 (1-slack
-        form of the binary SVM).
-    """
-    validation.check_oracle_args("zero_one_oracle", scores, positive, where)
-    valid = where
-    dtype = scores.dtype
-    y = jnp.where(positive, 1, -1).astype(dtype)
-    w = jnp.where(positive, jnp.asarray(pos_weight, dtype), 1).astype(dtype)
-    w = jnp.where(valid, w, 0)
-    margin = 1 - y * scores
-    c = (margin > 0) & valid
-    loss = jnp.sum(jnp.where(c, w, 0))
-    coef = jnp.where(c, w * y, 0)
-    hinge = jnp.sum(jnp.where(c, w * margin, 0))
-    return Violation(loss=loss, coef=coef, aux=None, hinge=hinge)
-
-
-# ---------------------------------------------------------------------------
-# Public, validated wrappers.
-# ---------------------------------------------------------------------------
-
-
-def _layout(scores, labels, where, name, *, both_classes=True):
-    """Validate (eagerly when possible) and return (scores, positive, valid, kp).
-
-    ``both_classes``: every list needs a positive and a negative (ranking
-    losses); else (the binary hinge, a sum over items) a list needs only one
-    item of ``where``.
-    """
-    validation.check_same_shape("scores", scores, "labels", labels)
-    if where is not None:
-        validation.check_same_shape("scores", scores, "where", where)
-    if np.ndim(scores) == 0:
-        raise ValueError(f"{name}: scores must have at least one axis [..., n]; got a scalar.")
-    # Dtypes first (the same error eagerly and at trace time, with the dtype
-    # as given: NumPy int64 is not reported as the int32 of jnp.asarray).
-    validation.check_dtype(scores, "scores", integers=False, half=False, fn=name)
-    validation.check_label_dtype(labels, fn=name)
-    n = np.shape(scores)[-1] if np.ndim(scores) else 0
-    if validation.is_concrete(scores, labels, where):
-        valid = validation.check_where(where, np.shape(scores))
-        arr = np.asarray(scores)
-        # Items outside ``where`` take no part: their scores may be anything.
-        validation.check_scores(np.where(valid, arr, np.zeros((), arr.dtype)) if arr.ndim
-                                else arr)
-        positive = validation.binary_labels(labels)
-        if both_classes:
-            validation.check_both_classes(positive, valid)
-        elif np.any(np.sum(valid, axis=-1) == 0):
-            raise ValueError(f"{name}: where removes every item of a list.")
-        # Static bound on the positives, rounded up to a power of two so that
-        # calls with slightly different numbers of positives share a compile.
-        n_pos = max(int(np.max(np.sum(positive & valid, axis=-1))), 1)
-        kp = min(n, 1 << (n_pos - 1).bit_length())
-        positive, valid = jnp.asarray(positive), jnp.asarray(valid)
-    else:
-        if where is not None and validation.dtype_of(where) != bool:
-            raise TypeError(f"where must be a bool array; got dtype {validation.dtype_of(where)}.")
-        positive = jnp.asarray(labels) > 0
-        valid = jnp.ones(jnp.shape(scores), bool) if where is None else where
-        kp = max(n, 1)
-        # What the eager checks refuse (NaN or non-binary labels) gives NaN: a
-        # NaN added to the list's valid scores takes the NaN path of every
-        # output (values and gradients).
-        bad = validation.label_defects(labels, valid)
-        scores = jnp.asarray(scores)
-        scores = scores + jnp.where(bad[..., None] & valid, jnp.nan, 0).astype(scores.dtype)
-    scores = jnp.asarray(scores)
-    return scores, positive, valid, kp
-
-
-def _masked_scores(scores, valid):
-    """Scores with the items outside ``where`` set to 0 (a masked NaN or inf must not
-    reach the kernels, where ``0 * NaN`` in a dot product would poison the list)."""
-    return jnp.where(valid, scores, jnp.zeros((), scores.dtype))
-
-
-@jax.jit
-def _nan_if_nan_scores(r, scores, valid):
-    """The rax rule under ``jit``: a list with a NaN score among its items gives NaN.
-
-    ``loss``, ``hinge`` and every ``coef`` of such a list are NaN (never a
-    plausible number); items outside ``where`` do not count. (Eagerly, NaN
-    scores are a ``ValueError`` before this point.)
-    """
-    bad = jnp.any(jnp.isnan(scores) & valid, axis=-1)
-    nan = jnp.asarray(jnp.nan, scores.dtype)
-    return r._replace(
-        loss=jnp.where(bad, nan, r.loss),
-        coef=jnp.where(bad[..., None], nan, r.coef),
-        hinge=None if r.hinge is None else jnp.where(bad, nan, r.hinge),
-    )
-
-
-def _check_pos_weight(pos_weight):
-    """``pos_weight``: a real number, finite and ``> 0`` in float32 (checked after the cast)."""
-    if (isinstance(pos_weight, bool) or not np.isscalar(pos_weight)
-            or not np.issubdtype(np.asarray(pos_weight).dtype, np.number)
-            or np.iscomplexobj(pos_weight)):
-        raise ValueError(f"pos_weight must be a positive number; got {pos_weight!r}.")
-    with np.errstate(over="ignore", under="ignore"):
-        p32 = np.float32(pos_weight)
-    if not (np.isfinite(p32) and p32 >= np.finfo(np.float32).tiny):
-        raise ValueError(
-            "pos_weight must be a positive number, finite and > 0 in float32; got "
-            f"{pos_weight!r}.")
 
 
 def _check_method(method):
@@ -1338,54 +907,3 @@ def ap_most_violated(scores, labels, *, where=None, method="select"):
     else:
         out = fn(scores, positive & valid, ~positive & valid)
     return _nan_if_nan_scores(out, raw, jnp.broadcast_to(valid, raw.shape))
-
-
-def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
-    r"""Most-violated labelling of the binary SVM (0-1 loss, hinge slack).
-
-    The 1-slack form of the binary SVM (Joachims 2006):
-    :math:`\xi = \max_{c \in \{0,1\}^n} \sum_i c_i w_i (1 - y_i s_i)`, solved
-    by :math:`c_i = 1[y_i s_i < 1]`. ``loss = sum_i c_i w_i`` (the weighted
-    number of margin violations), ``coef_i = c_i w_i y_i`` (so the subgradient
-    in ``w`` is ``-X^T coef``) and ``hinge = sum_i w_i max(0, 1 - y_i s_i)``,
-    the objective term of ``LinearSVC(loss="hinge")``. O(n), no sort.
-
-    Args:
-        scores: ``[..., n]`` float array of decision values ``w^T x_i (+ b)``;
-            leading axes are batch axes (one labelling per list, as in rax).
-        labels: ``[..., n]`` array, ``label > 0`` positives (``y = +1``), else
-            negatives (``y = -1``).
-        where: optional ``[..., n]`` bool mask of items that take part.
-        pos_weight: weight ``w_i`` of a positive (negatives weigh 1), > 0.
-
-    Returns:
-        :class:`Violation` with ``loss [...]``, ``coef [..., n]``, ``hinge
-        [...]`` and ``aux=None``. Under ``jit`` a list with a NaN score or a
-        NaN or non-binary label (among the items of ``where``) gives NaN
-        ``loss``, ``hinge`` and ``coef``.
-
-    Raises:
-        ValueError: mismatched shapes or scalar scores, ``pos_weight <= 0``;
-            for concrete inputs, empty or non-finite scores (in ``where``),
-            non-binary labels, a list without any item in ``where`` (a list
-            of one class is fine: the hinge is a sum over items).
-        TypeError: (eagerly and at trace time) scores that are not float32
-            or float64, complex or non-numeric labels, a non-bool ``where``.
-
-    References:
-        Mohapatra et al., NIPS 2014, §1 (O(|P|+|N|) inference of the binary
-        SVM); Joachims, "Training linear SVMs in linear time", KDD 2006.
-    """
-    _check_pos_weight(pos_weight)
-    scores, positive, valid, _ = _layout(scores, labels, where, "zero_one_most_violated",
-                                         both_classes=False)
-    fn = _zero_one_jit
-    for _ in range(scores.ndim - 1):  # batch axes: one labelling per list
-        fn = jax.vmap(fn, in_axes=(0, 0, 0, None))
-    out = fn(_masked_scores(scores, valid), positive, valid, pos_weight)
-    return _nan_if_nan_scores(out, scores, jnp.broadcast_to(valid, scores.shape))
-
-
-@jax.jit
-def _zero_one_jit(scores, positive, valid, pos_weight):
-    return zero_one_oracle(scores, positive, valid, pos_weight=pos_weight)

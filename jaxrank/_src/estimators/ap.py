@@ -1,25 +1,7 @@
-r"""AP-SVM (Yue et al. 2007) and its query-grouped form (SVM-map): model and estimator.
-
-The model (:class:`APModel`): item scores ``S = X w`` and the exact AP
-loss-augmented inference of Mohapatra et al. (2014), Algorithms 1-3
-(:func:`jaxrank.inference.ap_oracle`), one ranking per fit; with query
-segments, one ranking per query, the losses averaged over queries (mean AP
-over queries, the SVM-map objective of Yue et al. 2007)::
-
-    1/2 ||w||^2 + C/Q sum_q xi_q,   xi_q = max_R Delta_q(R) - w^T (Psi_q(R*) - Psi_q(R))
-
-which is solved in its 1-slack form (a joint output over all queries: the
-maximum of the sum is the sum of the per-query maxima, so the most-violated
-joint output is the per-query most-violated rankings; Joachims et al. 2009
-show the 1-slack and n-slack problems have the same solution). Queries are
-laid out in a padded ``[Q, L]`` index table so that the per-query inference
-is one ``vmap`` with static shapes.
-"""
+r"""AP-SVM (Yue et al. 2007) and SVM-map over queries as a scikit-learn estimator (:class:`APSVM`)."""
 
 from __future__ import annotations
 
-import dataclasses
-import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.utils._param_validation import Interval, Real, StrOptions
@@ -34,70 +16,9 @@ from jaxrank._src.base import (
     map_score,
     max_row_norm,
 )
-from jaxrank._src.oracles.ap import METHODS, ap_oracle
-from jaxrank._src.models.base import ItemProblem, Model, QueryProblem
-from jaxrank._src.types import Violation
-
-
-@dataclasses.dataclass(frozen=True)
-class APModel(Model):
-    """AP-SVM as a structured model (see module docstring).
-
-    Attributes:
-        kp: static bound on the positives of a ranking (of a query with
-            ``grouped``); the delta tables of inference are ``kp`` wide.
-        method: static AP inference method (``"select"``, ``"search"``,
-            ``"greedy"``; all exact).
-        grouped: static; problems are :class:`QueryProblem` (mean of the
-            per-query AP losses) instead of :class:`ItemProblem`.
-    """
-
-    kp: int = 1
-    method: str = "select"
-    grouped: bool = False
-
-    def oracle(self, S, problem) -> Violation:
-        """Most-violated ranking (per query with ``grouped``)."""
-        if not self.grouped:
-            return ap_oracle(S, problem.positive, problem.where, kp=self.kp,
-                             method=self.method)
-        n = S.shape[0]
-        lay = problem.layout
-        pad = lay >= n
-        idx = jnp.minimum(lay, n - 1)
-        pos = problem.positive[idx] & ~pad
-        use = problem.where[idx] & ~pad
-        r = jax.vmap(lambda s, p, w: ap_oracle(s, p, w, kp=self.kp, method=self.method))(
-            S[idx], pos, use)
-        ok = jnp.any(pos & use, axis=1) & jnp.any(~pos & use, axis=1)
-        nq = jnp.maximum(jnp.sum(ok), 1).astype(S.dtype)
-        coef = jnp.zeros((n,), S.dtype).at[idx.reshape(-1)].add(
-            jnp.where(pad, 0, r.coef).reshape(-1) / nq)
-        return Violation(loss=jnp.sum(r.loss) / nq, coef=coef, aux=r.aux,
-                         hinge=jnp.sum(r.hinge) / nq)
-
-
-def query_layout(groups, n_items=None):
-    """Padded ``[Q, L]`` item-index table of the queries (host side).
-
-    Args:
-        groups: ``[n]`` integer query ids.
-        n_items: the padding index (default ``n``).
-
-    Returns:
-        ``(layout [Q, L] int32, query_ids [Q])``, queries in sorted id order,
-        items of a query in input order.
-    """
-    groups = np.asarray(groups)
-    n = groups.shape[0] if n_items is None else n_items
-    ids, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    L = int(counts.max())
-    order = np.argsort(inv, kind="stable")
-    start = np.r_[0, np.cumsum(counts)[:-1]]
-    col = np.arange(order.shape[0]) - start[inv[order]]
-    layout = np.full((ids.shape[0], L), n, np.int32)
-    layout[inv[order], col] = order
-    return layout, ids
+from jaxrank._src.models.ap import APModel, query_layout
+from jaxrank._src.models.base import QueryProblem
+from jaxrank._src.oracles.ap import METHODS
 
 
 class APSVM(StructuredSVM):
@@ -301,4 +222,3 @@ class APSVM(StructuredSVM):
         return map_score(s, np.asarray(y) >= self.min_relevance, groups)
 
 
-__all__ = ["APModel", "APSVM", "ItemProblem", "QueryProblem", "query_layout"]
