@@ -199,7 +199,7 @@ def evaluate_scores(scores, positive, groups=None):
         "P@10": precision_at_k(s, positive, 10),
     }
     if groups is not None:
-        from jaxrank._src.base import map_score
+        from jaxrank._src.estimators.base import map_score
 
         out["MAP"] = map_score(s, positive, groups)
         out["queries"] = int(np.unique(groups).size)
@@ -521,14 +521,14 @@ def sweep_tasks(labels, *, task_columns=None, tasks="all"):
 
 def _positive_class_text(est, classes, grouped=False):
     """Which class a fit takes as relevant (one summary line)."""
-    from jaxrank._src.base import positive_class_text
+    from jaxrank._src.estimators.base import positive_class_text
 
     return positive_class_text(est, classes, grouped=grouped)
 
 
 def _sweep_classes(Y, pos_label):
     """``classes_`` of a two-label task column (``classes_[1]`` positive)."""
-    from jaxrank._src.base import labels_to_tasks
+    from jaxrank._src.estimators.base import labels_to_tasks
 
     return labels_to_tasks(np.ravel(Y), pos_label=pos_label)[1]
 
@@ -864,7 +864,7 @@ def _compilation_cache(args):
     directory (``$XDG_CACHE_HOME/jaxrank``, default ``~/.cache/jaxrank``): XLA
     programs of every size in ``jax/`` (JAX's cache), and the executables of
     single fits in ``programs/`` (the returned
-    :class:`jaxrank._src.base.ProgramStore`, keyed by model, shapes and
+    :class:`jaxrank._src.cli_store.ProgramStore`, keyed by model, shapes and
     versions, so that a repeated ``train`` also skips tracing and lowering).
     A no-op returning ``None`` when JAX is already configured with a cache
     directory (e.g. by the caller of :func:`main`) or the location is not
@@ -879,7 +879,7 @@ def _compilation_cache(args):
 
     if jax.config.jax_compilation_cache_dir:
         return None
-    from jaxrank._src.base import ProgramStore, untrusted_directory
+    from jaxrank._src.cli_store import ProgramStore, untrusted_directory
 
     base = os.environ.get("JAXRANK_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
@@ -954,7 +954,7 @@ def main(argv=None):
 def _main(argv):
     import warnings
 
-    from jaxrank._src.base import use_program_store
+    from jaxrank._src.solvers.run import use_program_store
     from jaxrank._src.oracles.sorting import _cacheable_programs
 
     parser = build_parser()

@@ -7,7 +7,7 @@
   (Gao & Sun, eq. (11)), with :func:`smoothed_step` the smoothing function.
 """
 
-from jaxrank._src.kernelrank import kernel_auc, kernel_auc_loss, smoothed_step
+from jaxrank._src.oracles.smoothing import kernel_auc, kernel_auc_loss, smoothed_step
 from jaxrank._src.losses import ap_hinge_loss, hinge_loss, structured_hinge
 
 __all__ = [

@@ -171,12 +171,12 @@ def test_metrics_equal_the_average_over_tie_orders(x64):
         k = int(rng.integers(1, m + 1))
         args = (jnp.asarray(s), jnp.asarray(y), jnp.asarray(w))
         np.testing.assert_allclose(
-            prbep(*args), tie_order_average(s, y, w, lambda r: r[:P].sum() / P), atol=1e-12)
+            prbep(*args), tie_order_average(s, y, w, lambda r, P=P: r[:P].sum() / P), atol=1e-12)
         np.testing.assert_allclose(
-            precision_at_k(*args, k=k), tie_order_average(s, y, w, lambda r: r[:k].sum() / k),
+            precision_at_k(*args, k=k), tie_order_average(s, y, w, lambda r, k=k: r[:k].sum() / k),
             atol=1e-12)
         np.testing.assert_allclose(
-            recall_at_k(*args, k=k), tie_order_average(s, y, w, lambda r: r[:k].sum() / P),
+            recall_at_k(*args, k=k), tie_order_average(s, y, w, lambda r, k=k, P=P: r[:k].sum() / P),
             atol=1e-12)
 
 
@@ -240,7 +240,7 @@ def test_jit_equals_eager_and_vmap_equals_loop(kind):
     batched = jax.vmap(lambda s, y, w, k: call(kind, s, y, w, k))(S, Y, W, K)
     for b in range(B):
         one = call(kind, S[b], Y[b], W[b], int(K[b]))
-        pairs = [(one, jax.tree.map(lambda t: t[b], batched))]
+        pairs = [(one, jax.tree.map(lambda t, b=b: t[b], batched))]
         if b < 2:  # eager (un-jitted) runs are slow: two lists
             with jax.disable_jit():
                 pairs.append((one, call(kind, S[b], Y[b], W[b], int(K[b]))))

@@ -22,7 +22,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "jaxrank"
 # metrics (pure JAX), 3 losses, 4 structured models, 5 the solver, 6 the
 # scikit-learn estimators, 7 tools on top of the estimators.
 LAYERS = {
-    "types": 0, "validation": 0, "features": 0,
+    "types": 0, "validation": 0, "features": 0, "layout": 0,
     "native": 1,
     "oracles": 2, "metrics": 2,
     "losses": 3,
@@ -31,7 +31,7 @@ LAYERS = {
     "estimators": 6,
     "base": 6, "apsvm": 6, "binary": 6, "aucsvm": 6, "appx": 6, "kernelrank": 6,
     "latent": 6, "high_order": 6,
-    "io": 7, "data": 7, "demo": 7,
+    "io": 7, "data": 7, "demo": 7, "cli_store": 7,
 }
 # Layers whose modules may not import scikit-learn (the functional API below
 # the estimators).
@@ -162,7 +162,7 @@ def test_command_line_imports_only_the_model_it_runs():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert "jaxrank._src.estimators.ap" in out
-    for lazy in ("jaxrank._src.kernelrank", "jaxrank._src.latent", "jaxrank._src.high_order",
+    for lazy in ("jaxrank._src.estimators.kernelrank", "jaxrank._src.latent", "jaxrank._src.high_order",
                  "jaxrank._src.oracles.maxflow", "jaxrank._src.estimators.sweep", "jaxrank._src.appx"):
         assert lazy not in out, f"{lazy} imported by the CLI start-up: {out}"
 

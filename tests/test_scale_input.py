@@ -19,7 +19,8 @@ import scipy.sparse as sp
 from jax.experimental import sparse as jsparse
 
 import jaxrank
-from jaxrank._src import base, features
+from jaxrank._src import cli_store, features, layout
+from jaxrank._src.solvers import run
 from jaxrank.models import APModel, ItemProblem, design
 
 
@@ -43,7 +44,7 @@ def _problem(n, d, seed=0, out=None):
 def in_place_everywhere(monkeypatch):
     """Use the in-place layouts (and skip padding) for every dense size."""
     monkeypatch.setattr(features, "IN_PLACE_MIN_ENTRIES", 0)
-    monkeypatch.setattr(base, "PAD_MAX_DENSE_ENTRIES", 0)
+    monkeypatch.setattr(layout, "PAD_MAX_DENSE_ENTRIES", 0)
 
 
 # ---------------------------------------------------------------------------
@@ -137,13 +138,13 @@ def test_max_row_norm_reads_chunks_and_handles_extreme_scales():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((3000, 9)).astype(np.float32)
     ref = np.sqrt((X.astype(np.float64) ** 2).sum(1).max())
-    assert base.max_row_norm(X) == pytest.approx(ref, rel=1e-6)
-    assert base.max_row_norm(sp.csr_matrix(X)) == pytest.approx(ref, rel=1e-6)
+    assert layout.max_row_norm(X) == pytest.approx(ref, rel=1e-6)
+    assert layout.max_row_norm(sp.csr_matrix(X)) == pytest.approx(ref, rel=1e-6)
     for scale in (1e-25, 1e30, 1e200):  # squares under- or overflow float32 (float64)
         Z = (X.astype(np.float64) * scale).astype(X.dtype if scale < 1e38 else np.float64)
-        assert base.max_row_norm(Z) == pytest.approx(
+        assert layout.max_row_norm(Z) == pytest.approx(
             ref * scale, rel=1e-5 if scale < 1e38 else 1e-12)
-    assert base.max_row_norm(np.zeros((4, 3), np.float32)) == 0.0
+    assert layout.max_row_norm(np.zeros((4, 3), np.float32)) == 0.0
 
 
 # ---------------------------------------------------------------------------
@@ -221,7 +222,7 @@ def test_sparse_products_and_data_cotangent():
 
 def test_padded_fit_equals_unpadded_solver_fit():
     X, y = _problem(300, 5, seed=2)  # padded to 320 x 32 by fit
-    assert base.fit_buckets(300, 5, 1) == (320, 32, 1)
+    assert layout.fit_buckets(300, 5, 1) == (320, 32, 1)
     est = jaxrank.APSVM(C=10.0, tol=1e-6, max_iter=2000).fit(X, y)
     res = jaxrank.solvers.fit(APModel(kp=int(y.sum())), design(X),
                               ItemProblem(jnp.asarray(y > 0), jnp.ones(300, bool)),
@@ -245,11 +246,11 @@ def test_nearby_sizes_compile_nothing(caplog):
 
 
 def test_large_dense_designs_are_not_padded():
-    big = base.PAD_MAX_DENSE_ENTRIES
+    big = layout.PAD_MAX_DENSE_ENTRIES
     n = big // 100 + 7
-    assert base.fit_buckets(n, 100, 1) == (n, 100, 1)
-    assert base.fit_buckets(n, 100, 1, dense=False)[0] > n  # sparse: padded without a copy
-    assert base.fit_buckets(1000, 100, 1)[0] == 1024
+    assert layout.fit_buckets(n, 100, 1) == (n, 100, 1)
+    assert layout.fit_buckets(n, 100, 1, dense=False)[0] > n  # sparse: padded without a copy
+    assert layout.fit_buckets(1000, 100, 1)[0] == 1024
 
 
 # ---------------------------------------------------------------------------
@@ -276,24 +277,24 @@ def test_program_store_reuses_compiled_fits(tmp_path, no_jax_cache):
     # earlier in the process would not serialise (ProgramStore.run).
     X, y = _problem(700, 3, seed=5)
     plain = jaxrank.APSVM(C=10.0).fit(X, y)
-    old = base.use_program_store(base.ProgramStore(tmp_path))
+    old = run.use_program_store(cli_store.ProgramStore(tmp_path))
     try:
         first = jaxrank.APSVM(C=10.0).fit(X, y)
-        assert (base._PROGRAM_STORE.misses, base._PROGRAM_STORE.hits) == (1, 0)
+        assert (run._PROGRAM_STORE.misses, run._PROGRAM_STORE.hits) == (1, 0)
         files = list(tmp_path.glob("*.jaxexe"))
         assert len(files) == 1
-        base.use_program_store(base.ProgramStore(tmp_path))  # as in a new process
+        run.use_program_store(cli_store.ProgramStore(tmp_path))  # as in a new process
         again = jaxrank.APSVM(C=10.0, tol=1e-3).fit(X * 2, y)  # values differ, program same
         again = jaxrank.APSVM(C=10.0).fit(X, y)
-        assert (base._PROGRAM_STORE.misses, base._PROGRAM_STORE.hits) == (0, 1)
+        assert (run._PROGRAM_STORE.misses, run._PROGRAM_STORE.hits) == (0, 1)
         jaxrank.APSVM(C=10.0, max_iter=7).fit(X, y)  # another static argument: another program
-        assert base._PROGRAM_STORE.misses == 1
+        assert run._PROGRAM_STORE.misses == 1
         files[0].write_bytes(b"not an executable")  # damaged: compiled again, no error
-        base.use_program_store(base.ProgramStore(tmp_path))
+        run.use_program_store(cli_store.ProgramStore(tmp_path))
         damaged = jaxrank.APSVM(C=10.0).fit(X, y)
-        assert (base._PROGRAM_STORE.misses, base._PROGRAM_STORE.hits) == (1, 0)
+        assert (run._PROGRAM_STORE.misses, run._PROGRAM_STORE.hits) == (1, 0)
     finally:
-        base.use_program_store(old)
+        run.use_program_store(old)
     for est in (first, again, damaged):
         np.testing.assert_allclose(est.coef_, plain.coef_, rtol=1e-6, atol=1e-7)
         assert est.n_iter_ == plain.n_iter_

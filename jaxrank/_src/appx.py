@@ -150,13 +150,12 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from jaxrank._src.solvers import ssvm as solver
-from jaxrank._src.base import (
+from jaxrank._src.estimators.base import (
     DEVICES_CONSTRAINT,
     StructuredSVM,
     check_positive_float32,
-    choose_batch_size,
-    report_progress,
 )
+from jaxrank._src.solvers.run import choose_batch_size, report_progress
 from jaxrank._src.models.binary import BinaryModel
 from jaxrank._src.features import Design, Intercept
 from jaxrank._src.oracles.ap import METHODS, ap_oracle

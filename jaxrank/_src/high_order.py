@@ -88,25 +88,27 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxrank._src.oracles import maxflow as G
 from jaxrank._src import validation
-from jaxrank._src.base import (
+from jaxrank._src.estimators.base import (
     DEVICES_CONSTRAINT,
     StructuredSVM,
-    _print_progress,
     check_feature_scale,
     check_positive_float32,
-    choose_batch_size,
-    defer_uncertified_stop,
-    fit_batch,
-    fit_one,
     labels_to_tasks,
-    max_row_norm,
     positive_class_text,
-    report_progress,
-    resolve_devices,
-    shard_rows,
     warn_tied_scores,
     warn_unconverged,
 )
+from jaxrank._src.solvers.run import (
+    _print_progress,
+    choose_batch_size,
+    fit_batch,
+    fit_one,
+    report_progress,
+    resolve_devices,
+    shard_rows,
+)
+from jaxrank._src.solvers.cccp import defer_uncertified_stop
+from jaxrank._src.layout import max_row_norm
 from jaxrank._src.features import Design, design
 from jaxrank._src.oracles.ap import METHODS as AP_METHODS
 from jaxrank._src.oracles.ap import ap_oracle

@@ -197,7 +197,7 @@ def _check_array(path, k, a, T, d, pos_label=None):
 
 def _check_params(path, model):
     """The estimator's own parameter checks (those of ``fit``), on a loaded model."""
-    from jaxrank._src.base import resolve_devices
+    from jaxrank._src.solvers.run import resolve_devices
 
     try:
         check = getattr(model, "_check_params", None)

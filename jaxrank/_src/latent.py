@@ -62,21 +62,23 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from jaxrank._src import validation
 from jaxrank._src.solvers import ssvm as solver
 from jaxrank._src.models.ap import query_layout
-from jaxrank._src.base import (
+from jaxrank._src.estimators.base import (
     DEVICES_CONSTRAINT,
     StructuredSVM,
-    _print_progress,
     check_feature_scale,
-    choose_batch_size,
-    defer_uncertified_stop,
-    fit_batch,
-    fit_one,
     labels_to_tasks,
-    max_row_norm,
     positive_class_text,
-    resolve_devices,
     warn_unconverged,
 )
+from jaxrank._src.solvers.run import (
+    _print_progress,
+    choose_batch_size,
+    fit_batch,
+    fit_one,
+    resolve_devices,
+)
+from jaxrank._src.solvers.cccp import defer_uncertified_stop
+from jaxrank._src.layout import max_row_norm
 from jaxrank._src.features import Intercept, design
 from jaxrank._src.oracles.ap import METHODS, ap_oracle
 from jaxrank._src.metrics import average_precision
@@ -1521,7 +1523,7 @@ class LatentSVM(LatentEstimator):
 
     def _check_params(self):
         super()._check_params()
-        from jaxrank._src.base import check_positive_float32
+        from jaxrank._src.estimators.base import check_positive_float32
 
         if isinstance(self.J, str):
             balanced_factor(self.J)

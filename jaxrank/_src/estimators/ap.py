@@ -8,14 +8,14 @@ from sklearn.utils._param_validation import Interval, Real, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from jaxrank._src import validation
-from jaxrank._src.base import (
+from jaxrank._src.estimators.base import (
     DEVICES_CONSTRAINT,
     StructuredSVM,
     check_feature_scale,
     check_groups,
     map_score,
-    max_row_norm,
 )
+from jaxrank._src.layout import max_row_norm
 from jaxrank._src.models.ap import APModel, query_layout
 from jaxrank._src.models.base import QueryProblem
 from jaxrank._src.oracles.ap import METHODS

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from sklearn.utils._param_validation import Interval, Real, StrOptions
 
-from jaxrank._src.base import DEVICES_CONSTRAINT, StructuredSVM, check_positive_float32
+from jaxrank._src.estimators.base import (
+    DEVICES_CONSTRAINT,
+    StructuredSVM,
+    check_positive_float32,
+)
 from jaxrank._src.models.binary import BinaryModel
 
 

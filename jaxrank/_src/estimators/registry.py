@@ -17,7 +17,7 @@ _ENTRIES = {
     "svm": ("jaxrank._src.estimators.binary", "BinarySVM"),
     "apsvm-appx": ("jaxrank._src.appx", "APSVMApprox"),
     "auc-svm": ("jaxrank._src.estimators.auc", "AUCSVM"),
-    "kernelrank": ("jaxrank._src.kernelrank", "KernelRank"),
+    "kernelrank": ("jaxrank._src.estimators.kernelrank", "KernelRank"),
     "latent-apsvm": ("jaxrank._src.latent", "LatentAPSVM"),
     "latent-svm": ("jaxrank._src.latent", "LatentSVM"),
     "latent-ssvm": ("jaxrank._src.latent", "LatentSSVM"),

@@ -49,18 +49,15 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import clone
 
-from jaxrank._src.base import (
+from jaxrank._src.estimators.base import (
     _SCALE_MAX,
     StructuredSVM,
     check_feature_scale,
     check_positive_float32,
-    is_device_grid,
     map_score,
-    pad_design,
-    progress_hook,
-    resolve_devices,
-    shard_rows,
 )
+from jaxrank._src.solvers.run import is_device_grid, progress_hook, resolve_devices, shard_rows
+from jaxrank._src.layout import pad_design
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.estimators.model_selection import group_fold_masks, stratified_fold_masks
 from jaxrank._src.estimators.registry import get_estimator, name_of

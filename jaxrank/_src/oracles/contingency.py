@@ -98,15 +98,15 @@ from jaxrank._src import validation
 from jaxrank._src.types import Violation
 
 __all__ = [
-    "f1_oracle",
-    "prbep_oracle",
-    "precision_at_k_oracle",
-    "recall_at_k_oracle",
-    "k_from_fraction",
     "f1_at_zero",
+    "f1_oracle",
+    "k_from_fraction",
     "prbep",
+    "prbep_oracle",
     "precision_at_k",
+    "precision_at_k_oracle",
     "recall_at_k",
+    "recall_at_k_oracle",
 ]
 
 

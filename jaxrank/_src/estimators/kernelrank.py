@@ -1,486 +1,37 @@
-r"""KernelRank (Gao & Sun 2007): kernel-smoothed AUC, its gradient and the estimator.
-
-Smoothed AUC (eq. (11) of Gao & Sun): with positives ``i in P`` (``M`` of
-them), negatives ``j in N`` (``N`` of them) and ``z_ij = s_i - s_j``,
-
-.. math::
-    U = \frac{1}{MN} \sum_{i \in P} \sum_{j \in N} \Phi(z_{ij}),
-
-where ``Phi`` is a smoothed step function. Three are provided; every one is
-parametrised by a ``bandwidth`` ``h`` in score units:
-
-* ``"gaussian"`` (eq. (10)): ``Phi(z) = ndtr(z / (sqrt(2) h))``, the CDF of
-  the difference of two Gaussian-kernel density estimates; ``h = sigma`` of
-  eq. (9).
-* ``"sigmoid_like"`` (eqs. (12)-(14)): with ``x = exp(alpha z)``,
-  ``Phi = x/(x-1) - x ln(x)/(x-1)^2`` and ``alpha = 1/h``. Evaluated in the
-  stable form ``Phi(-a) = e^{-a} (expm1(-a) + a) / expm1(-a)^2`` (``a >= 0``)
-  with a power series for ``a < 1`` (the removable singularity ``x = 1`` of
-  eq. (14), ``Phi = 1/2``, ``Phi' = alpha/6``) and ``Phi(a) = 1 - Phi(-a)``.
-* ``"sigmoid"`` (sigmoid smoothing, Yan et al. 2003): ``Phi = sigmoid(z/h)``,
-  ``alpha = 1/h``.
-
-The gradient needs only one weight per sample (eq. (18)):
-``dU/ds_i = (1/MN) sum_j Phi'(z_ij)`` for positives and
-``-(1/MN) sum_i Phi'(z_ij)`` for negatives. :func:`kernel_auc` computes the
-value and these weights in one pass over blocks of positives (a
-``custom_vjp``), so its memory does not grow with ``M N``.
-
-Usage::
-
-    >>> import jax, jax.numpy as jnp
-    >>> from jaxrank._src.kernelrank import kernel_auc, kernel_auc_loss
-    >>> s = jnp.array([2., 0., 1., -1.]); y = jnp.array([1, 0, 1, 0])
-    >>> u = kernel_auc(s, y, kernel="gaussian", bandwidth=0.1)
-    >>> print(f"{float(u):.3f}")      # all 4 pairs ordered by >= 1 score unit
-    1.000
-    >>> g = jax.grad(kernel_auc_loss)(s, y, kernel="sigmoid", bandwidth=1.0)
-    >>> g.shape
-    (4,)
-"""
+r"""KernelRank (Gao & Sun 2007) as a scikit-learn estimator: smoothed-AUC ascent of a linear or GMM scorer."""
 
 from __future__ import annotations
 
-import functools
 import math
 import time
+from numbers import Integral, Real
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.experimental import sparse as jsparse
-from jax.scipy.special import ndtr
 from sklearn.base import BaseEstimator, ClassifierMixin
-from numbers import Integral, Real
-
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from jaxrank._src import validation
+from jaxrank._src.estimators.base import positive_class_text
+from jaxrank._src.oracles.smoothing import _DEFAULT_BLOCK, KERNELS, _check_kernel
+from jaxrank._src.solvers.kernelrank import _fit_gmm, _fit_linear, _gmm_scores_jit, _lda_init
 
 Array = jax.Array
-
-KERNELS = ("gaussian", "sigmoid_like", "sigmoid")
-_U_CLIP = 1e4  # |z / h| beyond this: Phi is exactly 0 or 1 in float32 and 64.
-_DEFAULT_BLOCK = 128
-
-# ---------------------------------------------------------------------------
-# Smoothed step functions Phi(u), u = z / h (dimensionless).
-# ---------------------------------------------------------------------------
-
-
-def _poly(a, coeffs):
-    """Horner evaluation of sum_k coeffs[k] a^k."""
-    out = jnp.zeros_like(a) + coeffs[-1]
-    for c in coeffs[-2::-1]:
-        out = out * a + c
-    return out
-
-
-# T(a) = (expm1(-a) + a) / a^2 = sum_k (-a)^k / (k+2)!   (a < 1)
-_T_COEF = tuple((-1) ** k / math.factorial(k + 2) for k in range(13))
-# r(a) = expm1(-a) / a = -sum_k (-a)^k / (k+1)!            (a < 1)
-_R_COEF = tuple(-((-1) ** k) / math.factorial(k + 1) for k in range(13))
-
-
-def _sigmoid_like_lower(a):
-    """``Phi(-a)`` of eq. (14) for ``a >= 0`` (alpha = 1), no cancellation.
-
-    ``Phi(-a) = e^{-a} (expm1(-a) + a) / expm1(-a)^2``; for ``a < 1`` the ratio
-    is the ratio of two power series ``T(a) / r(a)^2`` (value 1/2 at 0).
-    Both branches are evaluated on clamped inputs (double ``where``) so that
-    the unused one is finite and so is its gradient.
-    """
-    small = a < 1
-    a_s = jnp.where(small, a, 0)
-    a_b = jnp.where(small, 1, a)
-    r = _poly(a_s, _R_COEF)
-    f_small = jnp.exp(-a_s) * _poly(a_s, _T_COEF) / (r * r)
-    e = jnp.expm1(-a_b)
-    f_big = jnp.exp(-a_b) * (e + a_b) / (e * e)
-    return jnp.where(small, f_small, f_big)
-
-
-def _phi_sigmoid_like(u):
-    u = jnp.clip(u, -_U_CLIP, _U_CLIP)
-    neg = u < 0
-    # where-selected arguments (not abs/maximum) keep d/du exact at u = 0.
-    lower = _sigmoid_like_lower(jnp.where(neg, -u, 0))
-    upper = 1 - _sigmoid_like_lower(jnp.where(neg, 0, u))
-    return jnp.where(neg, lower, upper)
-
-
-def _phi_gaussian(u):
-    # Difference of two N(., h^2) kernels has std sqrt(2) h: eq. (10).
-    return ndtr(jnp.clip(u, -_U_CLIP, _U_CLIP) * (1 / math.sqrt(2)))
-
-
-def _phi_sigmoid(u):
-    return jax.nn.sigmoid(jnp.clip(u, -_U_CLIP, _U_CLIP))
-
-
-_PHI = {
-    "gaussian": _phi_gaussian,
-    "sigmoid_like": _phi_sigmoid_like,
-    "sigmoid": _phi_sigmoid,
-}
-
-
-def smoothed_step(z, *, kernel: str, bandwidth):
-    r"""The smoothed indicator ``Phi(z)`` of eqs. (10), (14) or a sigmoid.
-
-    Args:
-        z: float32 or float64 array of pair margins ``s_i - s_j`` (score
-            units).
-        kernel: ``"gaussian"``, ``"sigmoid_like"`` or ``"sigmoid"``. Static.
-        bandwidth: ``h > 0`` in score units (``sigma`` of eq. (9), or
-            ``1/alpha`` of eq. (13) and of the sigmoid).
-
-    Returns:
-        Array like ``z`` with values in ``[0, 1]``; ``Phi(0) = 1/2``. A
-        traced ``bandwidth`` that is not finite and ``> 0`` gives NaN.
-
-    Raises:
-        ValueError: unknown ``kernel``; for a concrete ``bandwidth``, one
-            that is not finite and ``> 0`` in the dtype of ``z`` (checked
-            after the cast: ``1e-50`` is 0 in float32).
-        TypeError: ``z`` not float32/float64 (complex, bool, integer,
-            float16, bfloat16: refused, not cast); a complex ``bandwidth``.
-    """
-    _check_kernel(kernel)
-    validation.check_dtype(z, "z", integers=False, half=False, fn="smoothed_step")
-    _check_bandwidth_dtype(bandwidth)
-    z = jnp.asarray(z)
-    if validation.is_concrete(bandwidth):
-        _check_bandwidth_value(bandwidth, z.dtype)
-    # A traced bandwidth that is not finite and > 0 makes every value NaN.
-    return _PHI[kernel](z / _bandwidth_or_nan(jnp.asarray(bandwidth, z.dtype)))
-
-
-def _check_bandwidth_dtype(bandwidth):
-    """``TypeError`` unless ``bandwidth`` is a real number (a dtype check: also at trace time)."""
-    dt = validation.dtype_of(bandwidth)
-    if dt.kind not in "iuf" and dt.name != "bfloat16":
-        raise TypeError(
-            f"bandwidth must be a real number; got {'complex ' if dt.kind == 'c' else ''}"
-            f"dtype {dt}.")
-
-
-def _bandwidth_or_nan(bw):
-    """``bw`` where finite and ``>= tiny`` in its dtype, else NaN (the traced bad value)."""
-    ok = jnp.isfinite(bw) & (bw >= jnp.finfo(bw.dtype).tiny)
-    return jnp.where(ok, bw, jnp.full((), jnp.nan, bw.dtype))
-
-
-def _check_bandwidth_value(bandwidth, dtype):
-    """Raise unless the scalar ``bandwidth`` is finite and ``> 0`` once cast to ``dtype``."""
-    if np.ndim(bandwidth) != 0:
-        raise ValueError(f"bandwidth must be a scalar; got shape {np.shape(bandwidth)}.")
-    b = np.asarray(bandwidth)
-    if b.dtype.kind not in "iuf":
-        raise TypeError(f"bandwidth must be a real number; got dtype {b.dtype}.")
-    dtype = np.dtype(dtype)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        b_cast = b.astype(dtype)
-    if not (np.isfinite(b_cast) and b_cast >= np.finfo(dtype).tiny):
-        raise ValueError(
-            f"bandwidth must be a finite number > 0 in the dtype of scores ({dtype}, between "
-            f"{np.finfo(dtype).tiny:.3g} and {np.finfo(dtype).max:.3g}); got {float(b)!r}.")
-
-
-def _check_kernel(kernel):
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}.")
-
-
-# ---------------------------------------------------------------------------
-# Blocked pair sums with per-sample gradient weights (eq. (18)).
-# ---------------------------------------------------------------------------
-
-
-def _pair_pass(kernel, block_size, scores, pos, neg, bandwidth):
-    """One pass over blocks of positives.
-
-    Returns ``total = sum_{i in P, j in N} Phi((s_i - s_j)/h)``, ``g [n]`` with
-    ``g = d total / d s`` and ``d total / d h``. Positives are moved to the
-    front by a stable sort; only ``ceil(M / b)`` blocks of ``b x n`` pairs are
-    evaluated (a ``while_loop`` with a dynamic trip count).
-    """
-    phi = _PHI[kernel]
-    dtype = scores.dtype
-    n = scores.shape[0]
-    b = max(1, min(block_size, n))
-    order = jnp.argsort(~pos, stable=True)  # positives first
-    pad = (-n) % b
-    rows_s = jnp.concatenate([scores[order], jnp.zeros((pad,), dtype)])
-    rows_ok = jnp.concatenate([pos[order], jnp.zeros((pad,), bool)])
-    num_pos = jnp.sum(pos, dtype=jnp.int32)
-    nblocks = (num_pos + b - 1) // b
-    inv_h = 1 / bandwidth
-
-    def body(k, carry):
-        total, dh, row_g, col_g = carry
-        start = k * b
-        rs = lax.dynamic_slice(rows_s, (start,), (b,))
-        rok = lax.dynamic_slice(rows_ok, (start,), (b,))
-        m = rok[:, None] & neg[None, :]
-        # Margins of pairs outside the masks are set to 0 first: a masked
-        # score (NaN, inf) must not leak into sums through 0 * NaN.
-        z = jnp.where(m, rs[:, None] - scores[None, :], 0)
-        u = z * inv_h
-        val, der = jax.jvp(phi, (u,), (jnp.ones_like(u),))
-        val = jnp.where(m, val, 0)
-        der = jnp.where(m, der, 0) * inv_h  # dPhi/dz
-        total = total + jnp.sum(val)
-        dh = dh - jnp.sum(der * z) * inv_h  # dPhi/dh = -Phi'(z) z / h
-        row_g = lax.dynamic_update_slice(row_g, jnp.sum(der, axis=1), (start,))
-        col_g = col_g - jnp.sum(der, axis=0)
-        return total, dh, row_g, col_g
-
-    zero = jnp.zeros((), dtype)
-    init = (zero, zero, jnp.zeros((n + pad,), dtype), jnp.zeros((n,), dtype))
-    total, dh, row_g, col_g = lax.fori_loop(0, nblocks, body, init)
-    g = jnp.zeros((n,), dtype).at[order].set(row_g[:n]) + col_g
-    return total, g, dh
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _kernel_auc_1d(kernel, block_size, scores, pos, neg, bandwidth):
-    total, _, _ = _pair_pass(kernel, block_size, scores, pos, neg, bandwidth)
-    return _normalise(total, pos, neg)[0]
-
-
-def _normalise(total, pos, neg):
-    # In the float dtype: |P| |N| overflows int32 beyond 2^31 pairs.
-    dtype = total.dtype
-    pairs = jnp.sum(pos, dtype=jnp.int32).astype(dtype) * jnp.sum(neg, dtype=jnp.int32).astype(dtype)
-    inv = jnp.where(pairs > 0, 1 / jnp.maximum(pairs, 1), 0)
-    return total * inv, inv
-
-
-def _kernel_auc_fwd(kernel, block_size, scores, pos, neg, bandwidth):
-    total, g, dh = _pair_pass(kernel, block_size, scores, pos, neg, bandwidth)
-    u, inv = _normalise(total, pos, neg)
-    # Where U is NaN (a NaN score of a positive or a negative), so is every
-    # entry of the gradient (rax: never a plausible number).
-    bad = jnp.isnan(u)
-    g = jnp.where(bad, jnp.nan, g * inv).astype(g.dtype)
-    dh = jnp.where(bad, jnp.nan, dh * inv).astype(dh.dtype)
-    return u, (g, dh, pos, neg)
-
-
-def _kernel_auc_bwd(kernel, block_size, res, ct):
-    g, dh, pos, neg = res
-    ct_u = ct
-    f0 = jax.dtypes.float0
-    return (
-        ct_u * g,
-        np.zeros(pos.shape, f0),
-        np.zeros(neg.shape, f0),
-        ct_u * dh,
-    )
-
-
-_kernel_auc_1d.defvjp(_kernel_auc_fwd, _kernel_auc_bwd)
-
-
-def _kernel_auc_masked(scores, pos, neg, bandwidth, *, kernel, block_size):
-    """Unvalidated core on ``[n]`` arrays (used inside the estimators' jit)."""
-    return _kernel_auc_1d(kernel, block_size, scores, pos, neg, bandwidth)
-
-
-def _prepare_pairs(scores, labels, where, bandwidth, kernel, block_size, name):
-    _check_kernel(kernel)
-    if not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise ValueError(f"block_size must be a positive int; got {block_size!r}.")
-    validation.check_same_shape("scores", scores, "labels", labels)
-    if where is not None:
-        validation.check_same_shape("scores", scores, "where", where)
-    if np.ndim(scores) == 0:
-        raise ValueError("scores must have at least one axis; got a scalar.")
-    if np.ndim(bandwidth) != 0:
-        raise ValueError(
-            f"bandwidth must be a scalar; got shape {np.shape(bandwidth)}."
-        )
-    # Dtypes: the same errors eagerly and at trace time (no cast drops an
-    # imaginary part or rounds an integer).
-    validation.check_dtype(scores, "scores", integers=False, half=False, fn=name)
-    validation.check_label_dtype(labels, fn=name)
-    if where is not None and validation.dtype_of(where) != bool:
-        raise TypeError(f"where must be a bool array; got dtype {validation.dtype_of(where)}.")
-    _check_bandwidth_dtype(bandwidth)
-    if validation.is_concrete(bandwidth):  # a Python or NumPy bandwidth: checked even under jit
-        _check_bandwidth_value(
-            bandwidth, jax.dtypes.canonicalize_dtype(validation.dtype_of(scores)))
-    if validation.is_concrete(scores, labels, where, bandwidth):
-        valid = validation.check_where(where, np.shape(scores))
-        arr = np.asarray(scores)
-        # Items outside ``where`` take no part: their scores may be anything.
-        validation.check_scores(np.where(valid, arr, np.zeros((), arr.dtype)), "scores")
-        lab = np.asarray(labels)
-        if jnp.issubdtype(lab.dtype, jnp.floating) and np.any(np.isnan(lab)):
-            raise ValueError("labels contains NaN values.")
-        validation.check_both_classes(lab > 0, valid, name="labels")
-    scores = jnp.asarray(scores)
-    positive = jnp.asarray(labels) > 0
-    valid = jnp.ones(scores.shape, bool) if where is None else jnp.asarray(where, bool)
-    # Under jit, what the eager checks refuse (a NaN label; a bandwidth not
-    # finite and > 0, see _kernel_auc_jit) makes the list's value NaN.
-    bad = validation.label_defects(labels, valid, binary=False)
-    bw = jnp.asarray(bandwidth, scores.dtype)
-    return scores, positive & valid, ~positive & valid, bw, bad
-
-
-def kernel_auc(
-    scores,
-    labels,
-    *,
-    kernel: str = "gaussian",
-    bandwidth,
-    where=None,
-    block_size: int = _DEFAULT_BLOCK,
-):
-    r"""Kernel-smoothed AUC ``U`` of eq. (11) (Gao & Sun), differentiable.
-
-    .. math::
-        U = \frac{1}{MN} \sum_{i \in P} \sum_{j \in N} \Phi(s_i - s_j)
-
-    with ``Phi`` the Gaussian-kernel CDF (eq. (10)), the sigmoid-like-kernel
-    CDF (eq. (14)) or a sigmoid (see the module docstring). As the bandwidth
-    goes to 0, ``U`` tends to the AUC with ties counted 1/2.
-
-    ``jax.grad`` uses a ``custom_vjp`` with the per-sample weights of
-    eq. (18), computed in the forward pass. The pairs are visited in blocks of
-    ``block_size`` positives against all ``n`` items. Peak memory per list is
-    ``O(block_size * n)`` floats (about 4 arrays of ``block_size x n``: pair
-    margins, ``Phi``, ``Phi'`` and the mask) plus ``O(n)``; it does not grow
-    with ``M * N``. Leading batch axes are ``vmap``-ed, so a batch of ``B``
-    lists needs ``O(B * block_size * n)``. Time is
-    ``O(ceil(M / block_size) * block_size * n)``.
-
-    Args:
-        scores: ``[..., n]`` float32 array (float64 with x64) of scores;
-            units arbitrary, the same as ``bandwidth``. Integer, bool,
-            complex and half-precision scores are refused, not cast.
-        labels: ``[..., n]`` bool, integer or real float array; items with
-            ``label > 0`` are positives, all others negatives.
-        kernel: ``"gaussian"``, ``"sigmoid_like"`` or ``"sigmoid"``. Static.
-        bandwidth: scalar ``h > 0`` in score units: ``sigma`` of eq. (9) for
-            the Gaussian kernel, ``1/alpha`` (eq. (13)) for the sigmoid-like
-            kernel and the sigmoid. May be traced; differentiable.
-        where: optional ``[..., n]`` bool mask; ``False`` items take no part.
-        block_size: positives per block (static int >= 1); trades memory for
-            fewer loop steps.
-
-    Returns:
-        ``[...]`` float array of values in ``[0, 1]``. A list without a
-        (positive, negative) pair gives 0 with a zero gradient (under ``jit``).
-        Under ``jit``, what eager calls refuse by value gives NaN, with NaN
-        gradients, never a number: a traced ``bandwidth`` that is not finite
-        and ``> 0`` (every list), a NaN score or a NaN label among a list's
-        items of ``where`` (that list).
-
-    Raises:
-        ValueError: unknown ``kernel``; ``block_size < 1``; mismatched shapes
-            of ``scores``/``labels``/``where``; a non-traced ``bandwidth``
-            that is not finite and ``> 0`` in the dtype of ``scores`` (always,
-            also at trace time). For concrete (non-traced) inputs also: NaN
-            or infinite ``scores``, NaN ``labels``, a list with a single
-            class.
-        TypeError: (eagerly and at trace time) scores that are not float32
-            or float64 (complex, bool, integer, float16, bfloat16), complex
-            or non-numeric labels or ``bandwidth``, a non-bool ``where``.
-
-    References:
-        Gao & Sun, "Improving semantic concept detection through optimizing
-        ranking function", IEEE Trans. Multimedia 2007, eqs. (6)-(18).
-    """
-    s, pos, neg, bw, bad = _prepare_pairs(
-        scores, labels, where, bandwidth, kernel, block_size, "kernel_auc"
-    )
-    return _kernel_auc_jit(
-        s, pos, neg, bw, bad, kernel=kernel, block_size=block_size, loss=False
-    )
-
-
-def kernel_auc_loss(
-    scores,
-    labels,
-    *,
-    kernel: str = "gaussian",
-    bandwidth,
-    where=None,
-    block_size: int = _DEFAULT_BLOCK,
-):
-    r"""``1 - U``: the KernelRank loss (minimise it to maximise eq. (11)).
-
-    Same arguments, shapes, memory bound and errors as :func:`kernel_auc`.
-    A list without a (positive, negative) pair gives 0 (no loss), with a zero
-    gradient.
-
-    Returns:
-        ``[...]`` float array in ``[0, 1]``.
-    """
-    s, pos, neg, bw, bad = _prepare_pairs(
-        scores, labels, where, bandwidth, kernel, block_size, "kernel_auc_loss"
-    )
-    return _kernel_auc_jit(
-        s, pos, neg, bw, bad, kernel=kernel, block_size=block_size, loss=True
-    )
-
-
-@functools.partial(jax.jit, static_argnames=("kernel", "block_size", "loss"))
-def _kernel_auc_jit(s, pos, neg, bw, bad, *, kernel, block_size, loss):
-    """Batched (leading axes), jitted value of U or of the loss 1 - U.
-
-    ``bad [...]``: lists whose value is NaN (a NaN label); a bandwidth that
-    is not finite and ``> 0`` makes every value NaN. NaN values have NaN
-    gradients (in the scores and the bandwidth), never a plausible number.
-    """
-    bw_bad = ~(jnp.isfinite(bw) & (bw >= jnp.finfo(bw.dtype).tiny))
-
-    def fn(s, pos, neg, bad):
-        u = _kernel_auc_masked(s, pos, neg, bw, kernel=kernel, block_size=block_size)
-        if loss:
-            u = jnp.where(jnp.any(pos) & jnp.any(neg), 1 - u, 0)
-        bad = bad | bw_bad
-        # The NaN branch depends on every valid score and on bw: its gradient is NaN.
-        mult = jnp.where(bad, jnp.nan, 0).astype(u.dtype)
-        nan = mult * (jnp.sum(jnp.where(pos | neg, s, 0)) + bw)
-        return jnp.where(bad, nan, u)
-
-    batch = s.shape[:-1]
-    if batch:
-        n = s.shape[-1]
-        out = jax.vmap(fn)(s.reshape(-1, n), pos.reshape(-1, n), neg.reshape(-1, n),
-                           bad.reshape(-1))
-        return out.reshape(batch)
-    return fn(s, pos, neg, bad)
-
-
-# ---------------------------------------------------------------------------
-# Estimator helpers.
-# ---------------------------------------------------------------------------
-
-
-def _base():
-    """:mod:`jaxrank._src.base` (imported on use, as the other helpers here do)."""
-    from jaxrank._src import base
-
-    return base
 
 
 def _binary_y(y, pos_label=None):
     """``(classes_, y01 bool)`` by the label rule of every estimator.
 
-    :func:`jaxrank._src.base.labels_to_tasks`: exactly two classes,
+    :func:`jaxrank._src.estimators.base.labels_to_tasks`: exactly two classes,
     ``classes_[1]`` (``pos_label``, else the larger value) is positive; KernelRank fits one task,
     so ``y`` must be 1-D (a column vector is raveled with scikit-learn's
     ``DataConversionWarning`` by ``validate_data``).
     """
-    from jaxrank._src.base import labels_to_tasks
+    from jaxrank._src.estimators.base import labels_to_tasks
 
     y = np.asarray(y)
     if y.ndim != 1:
@@ -491,7 +42,7 @@ def _binary_y(y, pos_label=None):
 
 def _check_bandwidth(bandwidth):
     """``None`` for ``"auto"``, else the bandwidth, validated after the float32 cast."""
-    from jaxrank._src.base import check_positive_float32
+    from jaxrank._src.estimators.base import check_positive_float32
 
     if isinstance(bandwidth, str):
         if bandwidth != "auto":
@@ -593,7 +144,7 @@ def _as_matrix(X, shape=None):
 
     ``shape`` (``>= X.shape``) pads with zero rows and columns. Small sparse
     matrices (at most 2^16 padded entries) are densified, as in the
-    structured SVMs' ``fit`` (:func:`jaxrank._src.base.pad_design`).
+    structured SVMs' ``fit`` (:func:`jaxrank._src.layout.pad_design`).
     """
     import scipy.sparse as sp
 
@@ -613,15 +164,16 @@ def _linear_problem(X, y01, w0, devices=None):
     """``(X, pos, neg, w0)`` for :func:`_fit_linear`, padded to shape buckets.
 
     Rows and columns are padded as in the structured SVMs' ``fit``
-    (:func:`jaxrank._src.base.fit_buckets`), so that fits of nearby sizes
+    (:func:`jaxrank._src.layout.fit_buckets`), so that fits of nearby sizes
     share one compiled program: padding rows are in neither ``pos`` nor
     ``neg``, padding columns are zero (their weights get a zero gradient and
     stay 0). With ``devices`` (a tuple of several, dense ``X``) the rows are
     also padded to a multiple of their number and sharded over them
-    (:func:`jaxrank._src.base.shard_rows`).
+    (:func:`jaxrank._src.solvers.run.shard_rows`).
     """
-    from jaxrank._src.base import fit_buckets, shard_rows
     from jaxrank._src.features import Design
+    from jaxrank._src.layout import fit_buckets
+    from jaxrank._src.solvers.run import shard_rows
 
     n, d = X.shape
     n_pad, d_pad, _ = fit_buckets(n, d, 1)
@@ -636,130 +188,6 @@ def _linear_problem(X, y01, w0, devices=None):
     if devices is not None:
         Xm = shard_rows(Design(Xm), devices).X
     return Xm, jnp.asarray(pos), jnp.asarray(neg), jnp.asarray(w0)
-
-
-def _lda_init(X, y01, ridge):
-    """Least-squares / Fisher LDA direction (the ML start of §IV).
-
-    Solves ``min ||Xc w - t||^2 + ridge^2 ||w||^2`` by LSQR, where ``Xc`` is
-    ``X`` with its column means removed (applied as an operator, so sparse
-    ``X`` is never densified) and ``t = n/M`` for positives, ``-n/N`` for
-    negatives: the least-squares solution with these targets is the Fisher
-    discriminant direction (Duda, Hart & Stork, §5.8).
-    """
-    import scipy.sparse as sp
-    from scipy.sparse.linalg import LinearOperator, lsqr
-
-    n, d = X.shape
-    mu = np.asarray(X.mean(axis=0)).ravel().astype(np.float64)
-    Xs = X if sp.issparse(X) else np.asarray(X, np.float64)
-
-    def mv(v):
-        v = np.ravel(v)
-        return np.asarray(Xs @ v).ravel() - mu @ v
-
-    def rmv(u):
-        u = np.ravel(u)
-        return np.asarray(Xs.T @ u).ravel() - mu * np.sum(u)
-
-    op = LinearOperator((n, d), matvec=mv, rmatvec=rmv, dtype=np.float64)
-    M, N = int(y01.sum()), int((~y01).sum())
-    t = np.where(y01, n / M, -n / N)
-    w = lsqr(op, t, damp=ridge, iter_lim=max(50, min(d, 300)), atol=1e-8, btol=1e-8)[0]
-    s = np.asarray(Xs @ w).ravel()
-    spread = math.sqrt(np.var(s[y01]) + np.var(s[~y01]))
-    if not np.isfinite(spread) or spread == 0:
-        w = mu * 0 + (
-            np.asarray(X[y01].mean(0)).ravel() - np.asarray(X[~y01].mean(0)).ravel()
-        )
-        s = np.asarray(Xs @ w).ravel()
-        spread = math.sqrt(np.var(s[y01]) + np.var(s[~y01])) or 1.0
-    return (w / spread).astype(np.float32)  # scale: pair-margin std = 1
-
-
-# ---------------------------------------------------------------------------
-# Jitted optimisation loops (one call per fit).
-# ---------------------------------------------------------------------------
-
-
-def _adam_ascent(score_fn, params0, pos, neg, bandwidth, learning_rate, *, kernel,
-                 max_iter, block_size):
-    """Adam ascent of the smoothed AUC (eq. (11)) of ``score_fn(params)``.
-
-    Traced inside the jitted fits below; one ``lax.scan`` of ``max_iter``
-    steps over the pairs of ``pos`` x ``neg`` (disjoint ``[n]`` masks; items
-    in neither, e.g. padding, take no part). Returns ``(params,
-    objective_history [max_iter])`` (``U`` before each step).
-    """
-    import optax  # here, not at module level: ~0.1 s of every `jaxrank` command's start-up
-
-    opt = optax.adam(learning_rate)
-
-    def loss(p):
-        return 1 - _kernel_auc_masked(
-            score_fn(p), pos, neg, bandwidth, kernel=kernel, block_size=block_size
-        )
-
-    def step(carry, _):
-        p, state = carry
-        val, g = jax.value_and_grad(loss)(p)
-        upd, state = opt.update(g, state, p)
-        return (optax.apply_updates(p, upd), state), 1 - val
-
-    (p, _), hist = lax.scan(step, (params0, opt.init(params0)), None, length=max_iter)
-    return p, hist
-
-
-@functools.partial(jax.jit, static_argnames=("kernel", "max_iter", "block_size"))
-def _fit_linear(X, pos, neg, w0, bandwidth, learning_rate, *, kernel, max_iter,
-                block_size):
-    """Adam ascent on eq. (11) for the LDF of eq. (19); one ``lax.scan``.
-
-    ``bandwidth`` and ``learning_rate`` are traced (vmap over a grid).
-    Returns ``(w, objective_history [max_iter])`` (``U`` before each step).
-    """
-    return _adam_ascent(
-        lambda w: X @ w, w0, pos, neg, bandwidth, learning_rate,
-        kernel=kernel, max_iter=max_iter, block_size=block_size,
-    )
-
-
-def _gmm_loglik(params, X):
-    """Per-descriptor log-likelihoods ``[2, n, L]`` of the two GMMs (eq. (21))."""
-    mu, logvar, logit = params["mu"], params["logvar"], params["logit"]
-    logvar = jnp.clip(logvar, -12.0, 12.0)
-    prec = jnp.exp(-logvar)  # [2, K, D]
-    logw = jax.nn.log_softmax(logit, axis=-1)  # [2, K]
-    D = X.shape[-1]
-    quad = (
-        jnp.einsum("nld,ckd->cnlk", X * X, prec)
-        - 2 * jnp.einsum("nld,ckd->cnlk", X, mu * prec)
-        + jnp.sum(mu * mu * prec, axis=-1)[:, None, None, :]
-    )
-    lognorm = -0.5 * (D * math.log(2 * math.pi) + jnp.sum(logvar, axis=-1))  # [2, K]
-    comp = logw[:, None, None, :] + lognorm[:, None, None, :] - 0.5 * quad
-    return jax.nn.logsumexp(comp, axis=-1)
-
-
-def _gmm_scores(params, X, mask):
-    """Average log-likelihood ratio of eq. (20): ``[n]``."""
-    ll = _gmm_loglik(params, X)
-    diff = jnp.where(mask, ll[0] - ll[1], 0)
-    return jnp.sum(diff, axis=-1) / jnp.maximum(jnp.sum(mask, axis=-1), 1)
-
-
-_gmm_scores_jit = jax.jit(_gmm_scores)
-
-
-@functools.partial(jax.jit, static_argnames=("kernel", "max_iter", "block_size"))
-def _fit_gmm(
-    X, mask, pos, params0, bandwidth, learning_rate, *, kernel, max_iter, block_size
-):
-    """Adam ascent on eq. (11) for the GMM ratio of eq. (20); one ``lax.scan``."""
-    return _adam_ascent(
-        lambda p: _gmm_scores(p, X, mask), params0, pos, ~pos, bandwidth, learning_rate,
-        kernel=kernel, max_iter=max_iter, block_size=block_size,
-    )
 
 
 def _hierarchical_init(Z, K, seed):
@@ -812,11 +240,6 @@ def _gmm_ml(Z, K, seed, reg):
         random_state=seed,
     ).fit(Z)
     return gm.weights_, gm.means_, gm.covariances_
-
-
-# ---------------------------------------------------------------------------
-# Estimators.
-# ---------------------------------------------------------------------------
 
 
 def _ap(scores, y01):
@@ -919,7 +342,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             number of descriptors of a class (GMM); a fitted scorer with
             non-finite training scores (float32 overflow); ``devices`` with
             more than one device and sparse ``X`` or ``scorer="gmm"``, or
-            devices that :func:`jaxrank._src.base.resolve_devices` rejects.
+            devices that :func:`jaxrank._src.solvers.run.resolve_devices` rejects.
 
     Warns (in ``fit``):
         UserWarning: every training sample gets the same score (the model
@@ -980,7 +403,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
     # -- validation ---------------------------------------------------------
 
     def _check_params(self):
-        from jaxrank._src.base import check_positive_float32
+        from jaxrank._src.estimators.base import check_positive_float32
 
         self._validate_params()
         if self.scorer not in ("linear", "gmm"):
@@ -1070,7 +493,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                 "KernelRank: the fitted scorer gives non-finite training scores (overflow in "
                 "float32); rescale X (e.g. sklearn.preprocessing.StandardScaler) or lower "
                 "learning_rate.")
-        from jaxrank._src.base import warn_tied_scores
+        from jaxrank._src.estimators.base import warn_tied_scores
 
         warn_tied_scores(self, s[:, None], np.ones((1, s.shape[0]), bool), stacklevel=2)
         self.intercept_ = np.array(
@@ -1086,7 +509,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                 f"KernelRank[{self.scorer}, {self.kernel}] bandwidth={self.bandwidth_:.4g} "
                 f"U: {hist[0] if len(hist) else float('nan'):.4f} -> {self.objective_:.4f} "
                 f"({self.fit_time_:.1f}s); "
-                f"{_base().positive_class_text(self, self.classes_)}"
+                f"{positive_class_text(self, self.classes_)}"
             )
         return self
 
@@ -1096,7 +519,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         """The devices to shard the linear scorer's rows over, or ``None`` (one device)."""
         if self.devices is None:
             return None
-        from jaxrank._src.base import resolve_devices
+        from jaxrank._src.solvers.run import resolve_devices
 
         devices = resolve_devices(self.devices)
         if len(devices) == 1:

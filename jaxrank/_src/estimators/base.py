@@ -1,0 +1,851 @@
+"""The estimator layer: one scikit-learn base class for every structured SVM.
+
+:class:`StructuredSVM` is written once against the structured-model
+interface: a subclass declares its hyperparameters (``__init__`` and
+``_parameter_constraints``), its default ``C`` grid and how to build its
+model (``_model``) and problems (``_problems``); fitting (one problem or one
+per label column), batched sweeps (:func:`jaxrank.sweep`), the CLI and
+``save``/``load`` use only these hooks. :class:`RankerMixin` holds what every
+ranker shares (labels, ``decision_function``, ``predict``, ``score``).
+
+**Labels** (one rule for every estimator and the CLI, scikit-learn's):
+``y`` ``[n]`` holds exactly two distinct values (numbers, strings or bool),
+``classes_`` is their sorted array and ``classes_[1]`` is the positive class
+(so ``{0, 1}``, ``{-1, 1}`` and ``{False, True}`` all make the larger value
+positive); a 2-D ``Y`` ``[n, T]`` holds ``T`` binary tasks with the same two
+values in every column, one ranker per column.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from numbers import Integral, Real
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from jaxrank._src import validation
+from jaxrank._src.features import (
+    Design,
+    Intercept,
+    LinearFeatures,
+    design,
+)
+from jaxrank._src.layout import (
+    PAD_MIN_ROWS,
+    bucket_size,
+    fit_buckets,
+    max_row_norm,
+    pad_design,
+    remember_row_norm,
+)
+from jaxrank._src.metrics import average_precision
+from jaxrank._src.models.base import ItemProblem, Model
+from jaxrank._src.solvers.run import (
+    _print_progress,
+    _to_device,
+    choose_batch_size,
+    design_matmul,
+    device_grid,
+    fit_batch,
+    is_device_grid,
+    report_progress,
+    resolve_devices,
+    run_fit_one,
+    shard_rows,
+    training_scores,
+)
+
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+_F32_TINY = float(np.finfo(np.float32).tiny)
+
+
+def check_positive_float32(value, name):
+    """Raise unless ``value`` is a real number that is finite and ``> 0`` in float32.
+
+    Checked after the cast to float32 (the dtype of every fit): ``1e39``
+    overflows and ``1e-50`` underflows to 0 there.
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: not finite and positive in float32.
+    """
+    if isinstance(value, bool) or not isinstance(value, (Real, np.number)) or isinstance(
+            value, complex) or np.iscomplexobj(value):
+        raise TypeError(f"{name} must be a real number; got {type(value).__name__}.")
+    v = float(value)
+    with np.errstate(over="ignore", under="ignore"):
+        v32 = np.float32(v)
+    if not (np.isfinite(v32) and v32 >= _F32_TINY):
+        raise ValueError(
+            f"{name} must be a finite number > 0 representable in float32 (between "
+            f"{_F32_TINY:.3g} and {_F32_MAX:.3g}); got {value!r}."
+        )
+    return v
+
+
+def labels_to_tasks(Y, name="y", pos_label=None):
+    """Binary tasks from labels, by scikit-learn's ``classes_`` convention.
+
+    The one label rule of every jaxrank estimator and of the CLI: ``y`` holds
+    exactly two distinct values (numbers, strings or bool); ``classes_`` is
+    their sorted array and ``classes_[1]`` (the larger value) is the positive
+    class, unless ``pos_label`` names the positive class (the relevant
+    items; the name of scikit-learn's metrics): then ``classes_`` is
+    ``[the other label, pos_label]``, so ``classes_[1]`` is always the
+    positive class. Continuous targets (non-integer floats) are rejected as
+    by every scikit-learn classifier (``check_classification_targets``).
+
+    Args:
+        Y: ``[n]`` labels with exactly two distinct values, or ``[n, T]``
+            with the same two values in every column (``[n, 1]`` is one task).
+        name: argument name for messages.
+        pos_label: ``None`` (the larger label is positive) or the label of
+            the positive class (one of the two values, compared with ``==``).
+
+    Returns:
+        ``(positive [T, n] bool, classes [2], multi_output bool)``;
+        ``positive = (Y == classes[1])``.
+
+    Raises:
+        ValueError: not 1-D/2-D, no sample or no task column, continuous
+            (non-integer float) labels, NaN or infinite labels, a column (or
+            ``y``) without exactly two classes, columns with different label
+            sets, a ``pos_label`` that is not one of the two labels.
+        TypeError: complex labels.
+    """
+    arr = np.asarray(Y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"{name} must be 1-D or 2-D [n_samples, n_tasks]; got shape {arr.shape}.")
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{name} must be real or categorical labels; got complex dtype.")
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite labels.")
+    cols = arr[:, None] if arr.ndim == 1 else arr
+    if cols.shape[0] == 0:
+        raise ValueError(f"{name} is empty; got shape {arr.shape}.")
+    if cols.shape[1] == 0:
+        raise ValueError(f"{name} has no task columns; got shape {arr.shape}.")
+    try:
+        kind = type_of_target(arr, input_name=name)
+    except ValueError:
+        kind = None  # e.g. mixed types: reported below by np.unique
+    if kind in ("continuous", "continuous-multioutput"):
+        raise ValueError(
+            f"Unknown label type: {kind}. {name} must hold two discrete classes (the "
+            "larger value is the positive class); got non-integer float values "
+            f"{np.unique(arr).tolist()[:6]}.")
+    classes = None
+    positive = []
+    for t in range(cols.shape[1]):
+        cls = np.unique(cols[:, t])
+        where = name if arr.ndim == 1 else f"{name}[:, {t}] (task column {t})"
+        if cls.shape[0] != 2:
+            raise ValueError(
+                ("Only binary classification is supported (one binary task per column "
+                 "of a 2-D y). " if cls.shape[0] > 2 else "")
+                + f"{where} must contain exactly two classes (positives and negatives); got "
+                f"{cls.shape[0]} class{'es' if cls.shape[0] != 1 else ''}: "
+                f"{cls.tolist()[:6]}. The positive class is the larger label value."
+            )
+        if classes is not None and not np.array_equal(cls, classes):
+            raise ValueError(
+                f"all task columns of {name} must use the same two label values; column 0 "
+                f"has {classes.tolist()} and column {t} has {cls.tolist()}."
+            )
+        classes = cls
+    if pos_label is not None:
+        classes = _order_classes(classes, pos_label, name)
+    for t in range(cols.shape[1]):
+        positive.append(cols[:, t] == classes[1])
+    return np.stack(positive), classes, arr.ndim == 2
+
+
+def positive_class_text(est, classes, *, grouped=False):
+    """One line saying which class a fit took as relevant (for summaries).
+
+    Args:
+        est: the estimator (its ``pos_label`` and, with ``grouped``,
+            ``min_relevance`` are read).
+        classes: the fit's ``classes_`` (``classes[1]`` is positive).
+        grouped: a fit on query groups (relevance grades).
+
+    Returns:
+        e.g. ``"positive (relevant) class: 'has3' (pos_label)"`` or ``...:
+        1 (the larger label; pos_label chooses another)``.
+    """
+    if grouped:
+        return (f"relevant items: grade >= min_relevance="
+                f"{getattr(est, 'min_relevance', 1)!r}")
+    pos = classes[1].item() if isinstance(classes[1], np.generic) else classes[1]
+    if isinstance(pos, float) and pos.is_integer():  # labels read from files are floats
+        pos = int(pos)
+    how = ("pos_label" if getattr(est, "pos_label", None) is not None
+           else "the larger label; pos_label chooses the other")
+    return f"positive (relevant) class: {pos!r} ({how})"
+
+
+def _order_classes(classes, pos_label, name="y"):
+    """``[other, pos_label]`` from the two sorted ``classes`` (``ValueError`` if absent)."""
+    # Python equality (no cast: 0.5 is not the label 0, "1" is not 1).
+    want = pos_label.item() if isinstance(pos_label, np.generic) else pos_label
+    hit = np.array([bool(c == want) for c in classes.tolist()], bool)
+    if hit.sum() != 1:
+        raise ValueError(
+            f"pos_label={pos_label!r} is not one of the two labels of {name}: "
+            f"{classes.tolist()}. Pass one of them (the positive, relevant class), or "
+            "pos_label=None for the larger one.")
+    return classes[::-1].copy() if hit[0] else classes
+
+
+# The ``devices`` parameter of the estimators that shard a fit over devices.
+DEVICES_CONSTRAINT = {"devices": [None, Interval(Integral, 1, None, closed="left"), list, tuple]}
+
+
+# Feature scales the float32 solver can work with (see :func:`check_feature_scale`).
+_SCALE_MAX = math.sqrt(_F32_MAX / 1024)  # about 5.8e17: squares and C-weighted planes fit
+
+
+_SCALE_MIN = 2.0**-50  # about 8.9e-16: squares (1e-30) stay normal float32 numbers
+
+
+_HARD_MARGIN = 1e6  # C * max ||x||^2 above this: many iterations (close to hard margin)
+
+
+def check_feature_scale(R, C=None, name="X"):
+    """Raise unless rows of norm up to ``R`` (and ``C``) fit the float32 solver.
+
+    The solver computes squared row norms (``R^2``), ``C``-weighted planes
+    ``C J^T coef`` (norm up to about ``C R``) and their inner products in
+    float32: beyond about ``5.8e17`` these overflow (the fit would return
+    ``w = 0`` or NaN); below about ``8.9e-16`` the squares lose their
+    precision (and vanish below ``1e-19``). Rescaling ``X`` by a constant
+    ``1/s`` and ``C`` by ``s^2`` is the same problem (weights ``s w``), so a
+    rescaled ``X`` with a matching ``C`` fits; see :func:`warn_unconverged`
+    for the scale-free conditioning ``C R^2``.
+
+    Args:
+        R: float, ``max_i ||x_i||`` (:func:`max_row_norm`).
+        C: optional float, the trade-off (``C R`` is checked too).
+        name: argument name for the message.
+
+    Raises:
+        ValueError: ``R`` or ``C R`` outside ``[8.9e-16, 5.8e17]`` (the
+            message names the range and the fix).
+    """
+    if R == 0:
+        return
+    too_big = R > _SCALE_MAX or (C is not None and C * R > _SCALE_MAX)
+    if too_big or R < _SCALE_MIN:
+        c = "" if C is None else f" and C = {C:.3g}"
+        cr = "" if C is None else f" and C * R <= {_SCALE_MAX:.1e}"
+        raise ValueError(
+            f"{name} has rows of norm up to R = {R:.3g}{c}, too {'large' if too_big else 'small'}"
+            f": jaxrank fits in float32, which "
+            f"needs {_SCALE_MIN:.1e} <= R <= {_SCALE_MAX:.1e}{cr} (squared norms and "
+            "C-weighted sums of rows must neither overflow nor lose their precision). "
+            f"Rescale {name} (e.g. sklearn.preprocessing.StandardScaler, or divide {name} by "
+            "a constant s and multiply C by s**2: the same problem, with weights s times "
+            "larger).")
+
+
+def _scale_hint(R, C):
+    """Words about ``kappa = C R^2``, the scale-free conditioning of a fit."""
+    kappa = C * R * R
+    hint = f" C * max_i ||x_i||^2 = {kappa:.2g}"
+    if kappa > _HARD_MARGIN:
+        return hint + (
+            " is large: the problem is close to a hard-margin SVM, which needs many iterations "
+            "whatever the units of X (rescaling X and C together does not change it): "
+            "standardise X or use a smaller C.")
+    if kappa < 1 / _HARD_MARGIN:
+        return hint + (
+            " is tiny: the regulariser dominates and the weights are nearly 0: standardise X "
+            "or use a larger C.")
+    return hint + "."
+
+
+def warn_tied_scores(est, S, where, R=None, C=None, *, stacklevel=4):
+    """``UserWarning`` for tasks whose training scores are all equal (the model does not rank).
+
+    Args:
+        est: the estimator (its class name is in the message).
+        S: ``[n, T]`` training scores as ``decision_function`` computes them
+            (float32, intercept included: a tiny ``X w`` added to an
+            intercept rounds to the intercept).
+        where: ``[T, n]`` bool, each task's training samples.
+        R, C: optional largest row norm of ``X`` and trade-off: the message
+            then says whether ``X`` is outside the float32 range of the
+            solver (:func:`check_feature_scale`) or ``C R^2`` tiny (the
+            regulariser dominates).
+        stacklevel: as in :func:`warnings.warn`.
+    """
+    S = np.asarray(S)
+    tied = [t for t in range(S.shape[1])
+            if np.any(where[t]) and np.ptp(S[where[t], t]) == 0]
+    if not tied:
+        return
+    why = ("The features may not separate the classes (e.g. constant features), or be "
+           "too small for this C.")
+    if R is not None:
+        try:
+            check_feature_scale(R, C)
+            if C is not None and C * R * R < 1 / _HARD_MARGIN:
+                why = f"Rows of X have norm up to {R:.3g}:{_scale_hint(R, C)}"
+        except ValueError as e:
+            why = str(e)
+    warnings.warn(
+        f"{type(est).__name__}: every training sample gets the same score for "
+        f"{len(tied)} of {S.shape[1]} task(s) (e.g. coef_ = 0): the model does not rank. "
+        f"{why}",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def warn_unconverged(est, res, where=""):
+    """Emit ``ConvergenceWarning`` for fits of ``res`` that stopped unconverged.
+
+    The message says what was measured (the worst relative duality gap, the
+    iterations, ``C * max_i ||x_i||^2`` when ``est`` records ``_fit_scale =
+    (R, C)``, set by :meth:`StructuredSVM.fit`) and the one change most
+    likely to help, chosen from those measurements:
+
+    * a non-finite objective (float32 overflow): rescale ``X``;
+    * ``C R^2`` above ``1e6`` (close to a hard-margin SVM, whose iterations
+      grow with ``C R^2`` whatever the units of ``X``): a smaller ``C``;
+    * ``C R^2`` below ``1e-6`` (the weights are nearly 0): a larger ``C`` or
+      standardised ``X``;
+    * a gap within 10x of ``tol``: ``max_iter`` doubled;
+    * otherwise (a gap far from ``tol`` at moderate ``C R^2``, the sign of
+      badly scaled features): standardised features, or ``max_iter`` raised.
+    """
+    conv = np.atleast_1d(np.asarray(res.converged))
+    if conv.all():
+        return
+    obj = np.atleast_1d(np.asarray(res.objective, np.float64))
+    dual = np.atleast_1d(np.asarray(res.dual, np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        gap = (obj - dual) / np.maximum(np.abs(obj), 1e-30)
+    bad = np.flatnonzero(~conv)
+    finite = np.isfinite(gap[bad])
+    worst = bad[np.argmax(np.where(finite, gap[bad], np.inf))]
+    steps = np.atleast_1d(np.asarray(getattr(res, "num_steps", est.max_iter)))
+    n_steps = int(steps[worst]) if steps.size > worst else int(steps[0])
+    scale = getattr(est, "_fit_scale", None)
+    kappa = None if scale is None else float(scale[1]) * float(scale[0]) ** 2
+    measured = (f"worst relative duality gap {gap[worst]:.2e} after {n_steps} iterations "
+                f"(tol={est.tol:g}, max_iter={est.max_iter}")
+    measured += ")" if kappa is None else f", C * max_i ||x_i||^2 = {kappa:.2g})"
+    if not np.isfinite(gap[worst]):
+        advice = ("The objective is not finite (a float32 overflow): rescale X, e.g. with "
+                  "sklearn.preprocessing.StandardScaler.")
+    elif kappa is not None and kappa > _HARD_MARGIN:
+        advice = ("C * max_i ||x_i||^2 is large (close to a hard-margin SVM, slow whatever "
+                  "the units of X): use a smaller C.")
+    elif kappa is not None and kappa < 1 / _HARD_MARGIN:
+        advice = ("C * max_i ||x_i||^2 is tiny (the weights are nearly 0): use a larger C or "
+                  "standardise X.")
+    elif gap[worst] <= 10 * est.tol:
+        advice = f"The gap is close to tol: max_iter={2 * int(est.max_iter)} should reach it."
+    else:
+        advice = ("Standardise the features (e.g. sklearn.preprocessing.StandardScaler) if "
+                  f"their scales differ; else raise max_iter (now {est.max_iter}).")
+    warnings.warn(
+        f"{type(est).__name__}{where}: {bad.size} of {conv.size} fit(s) stopped at max_iter "
+        f"before the relative duality gap reached tol: {measured}; the objective may be up "
+        f"to that fraction above the optimum. {advice}",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
+
+
+def _unpad_extras(extras, T, T_pad, d, d_pad):
+    """Drop the padding tasks (leading ``[T_pad]`` axis) of ``_train``'s extras.
+
+    Extras named like fitted attributes (``"w0_"``) that are ``[T, d_pad]``
+    arrays are per-task weight vectors: their padding columns are dropped too.
+    """
+    def tasks(a):
+        a = np.asarray(a)
+        return a[:T] if T_pad != T and a.ndim >= 1 and a.shape[0] == T_pad else a
+
+    out = {}
+    for k, v in extras.items():
+        v = jax.tree_util.tree_map(tasks, v)
+        if (d_pad != d and k.endswith("_") and isinstance(v, np.ndarray) and v.ndim == 2
+                and v.shape[1] == d_pad):
+            v = v[:, :d]
+        out[k] = v
+    return out
+
+
+class RankerMixin:
+    """What every jaxrank ranker shares: labels, scores, predictions, AP score.
+
+    Subclasses set ``coef_ [T, d]``, ``intercept_ [T]``, ``classes_`` and
+    ``multi_output_`` in ``fit``; ``decision_function`` is ``X @ coef_.T +
+    intercept_``.
+    """
+
+    def __getattr__(self, name):
+        # Called only when normal lookup fails. A fitted attribute (``coef_``,
+        # ``classes_``, ...) of an unfitted estimator is scikit-learn's
+        # NotFittedError (an AttributeError: hasattr/getattr defaults still
+        # work), so every method that reads one before fit says "call fit".
+        if name.endswith("_") and not name.startswith("__") and not any(
+                k.endswith("_") and not k.startswith("__") for k in vars(self)):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet (no attribute "
+                f"{name!r}). Call 'fit' with appropriate arguments before using this "
+                "estimator.")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _validate_X(self, X):
+        check_is_fitted(self)
+        # X keeps its dtype (no copy of float32 input); design() casts to float32.
+        X = validation.check_features(X)
+        return validate_data(self, X, accept_sparse="csr", dtype="numeric", reset=False)
+
+    def decision_function(self, X):
+        """Scores ``X w + b``; higher ranks first.
+
+        Args:
+            X: ``[n_samples, n_features]`` dense array or ``scipy.sparse``
+                matrix.
+
+        Returns:
+            ``[n_samples]`` float32 scores, or ``[n_samples, n_tasks]`` for a
+            model fitted on a 2-D ``y``.
+
+        Raises:
+            NotFittedError: before ``fit``.
+            ValueError: wrong number of features, NaN/inf or empty ``X``.
+        """
+        X = self._validate_X(X)
+        s = np.asarray(design_matmul(design(X, in_place=True),
+                                     _to_device(self.coef_.T, np.float32)))
+        s = s + np.asarray(self.intercept_, np.float32)[None, :]
+        return s if self.multi_output_ else s[:, 0]
+
+    def predict(self, X):
+        """Labels ``classes_[1]`` where :meth:`decision_function` ``> 0``, else ``classes_[0]``.
+
+        For rankers without a learned intercept, ``intercept_`` puts the
+        threshold at the midpoint of the two classes' mean training scores.
+        """
+        check_is_fitted(self)
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def score(self, X, y, sample_weight=None, *, groups=None):
+        """Average precision of :meth:`decision_function` on ``(X, y)``.
+
+        With ``groups`` (one query id per sample), the mean over queries of the
+        per-query AP (MAP; queries without a positive or without a negative
+        are left out). For a model fitted on a 2-D ``y``, the mean AP over
+        the task columns.
+
+        Raises:
+            ValueError: ``sample_weight`` given, labels that are not this
+                model's ``classes_``, no query with both classes.
+        """
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported by the AP score.")
+        check_is_fitted(self)
+        Y = np.asarray(y)
+        Y2 = Y[:, None] if Y.ndim == 1 else Y
+        unknown = np.setdiff1d(np.unique(Y2), self.classes_)
+        if unknown.size:
+            raise ValueError(
+                f"y has labels {unknown.tolist()[:6]} that are not among the model's classes_ "
+                f"{self.classes_.tolist()}.")
+        positive = (Y2 == self.classes_[1]).T  # [T, n]
+        s = np.asarray(self.decision_function(X), np.float32)
+        s = s[:, None] if s.ndim == 1 else s
+        if s.shape[1] != positive.shape[0]:
+            raise ValueError(
+                f"y has {positive.shape[0]} task column(s); the model was fitted with "
+                f"{s.shape[1]}.")
+        if groups is not None:
+            return float(np.mean([map_score(s[:, t], positive[t], groups)
+                                  for t in range(positive.shape[0])]))
+        return float(np.mean([average_precision(s[:, t], positive[t])
+                              for t in range(positive.shape[0])]))
+
+
+def map_score(scores, positive, groups):
+    """Mean AP over the queries that have a positive and a negative (MAP), host side.
+
+    Args:
+        scores: ``[n]`` float scores.
+        positive: ``[n]`` bool relevance.
+        groups: ``[n]`` integer query ids.
+
+    Returns:
+        float MAP.
+
+    Raises:
+        ValueError: no query has both a positive and a negative.
+    """
+    groups = check_groups(groups, np.shape(scores)[0])
+    positive = np.asarray(positive, bool)
+    _, inv = np.unique(groups, return_inverse=True)
+    has_pos = np.bincount(inv, weights=positive) > 0
+    has_neg = np.bincount(inv, weights=~positive) > 0
+    ok = (has_pos & has_neg)[inv]
+    if not ok.any():
+        raise ValueError("no query of groups has both a positive and a negative sample.")
+    return float(average_precision(np.asarray(scores, np.float32), positive, where=ok,
+                                   segments=inv.astype(np.int32)))
+
+
+def check_groups(groups, n, name="groups"):
+    """``[n]`` integer query ids (one per sample), validated."""
+    g = np.asarray(groups)
+    if g.ndim != 1 or g.shape[0] != n:
+        raise ValueError(f"{name} must be a 1-D array of {n} query ids (one per sample); "
+                         f"got shape {g.shape}.")
+    if g.dtype.kind not in "iu":
+        if g.dtype.kind == "f" and np.all(np.isfinite(g)) and np.all(g == np.round(g)):
+            g = g.astype(np.int64)
+        else:
+            raise TypeError(f"{name} must hold integer query ids; got dtype {g.dtype}.")
+    return g
+
+
+class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
+    """Base class of the structured SVM estimators (one fit path for all).
+
+    A subclass defines ``__init__`` (hyperparameters only, no logic),
+    ``_parameter_constraints``, ``_default_Cs`` (its grid on its own ``C``
+    scale), optionally ``_default_param_grid`` (a dict: other parameters that
+    :func:`jaxrank.sweep` cross-validates with ``C`` by default, each mapped to
+    a tuple of values, the class default first) and the hooks
+
+    * ``_model(static)``: the frozen structured model, from the static
+      facts of the problems (e.g. the most positives of a task);
+    * ``_problems(data, positive [M, n], where [M, n], groups)``: the
+      ``problem`` pytree (leading ``[M]`` axis) and the static facts;
+    * optionally ``_train`` (several solver calls, e.g. the two stages of
+      AP-SVM-APPX) and ``_fitted_extras`` (extra fitted attributes).
+
+    Subclasses with a ``devices`` parameter (``None``, an int ``k``: the
+    first ``k`` local devices, or a list of ``jax.Device``): with two or more
+    devices, a single-task fit shards its samples over them (data parallel:
+    rows padded to a multiple of the device count and masked; dense ``X``
+    without ``groups``, else ``ValueError``) and a multi-task fit its tasks;
+    with fewer tasks than devices (dense ``X``, no ``groups``) the devices
+    form a ``problems x samples`` grid: the task axis gets the largest
+    divisor of the device count that is at most the number of tasks, the
+    sample axis the rest (4 devices, 2 tasks: 2 x 2; 3 tasks: 1 x 4), each
+    grid row a queue of tasks on rows sharded over its devices.
+    ``None``: one device for a single task, every local device for several.
+
+    Fitted attributes (every subclass): ``coef_ [T, d]``, ``intercept_ [T]``
+    (``T = 1`` for a 1-D ``y``), ``classes_``, ``objective_``,
+    ``dual_objective_``, ``n_iter_``, ``converged_`` (scalars for a 1-D ``y``,
+    ``[T]`` arrays for a 2-D ``Y``), ``n_features_in_``, ``fit_time_``.
+    """
+
+    _parameter_constraints = {
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "verbose": ["boolean"],
+        "pos_label": "no_validation",  # checked against the labels by fit
+    }
+    _default_Cs = (0.01, 0.1, 1.0, 10.0)
+    _default_param_grid = {}
+    _supports_groups = False
+    # How the CLI feeds a data file's qid: column and --edges to this class:
+    # ``_groups_param`` is the fit keyword that receives the qid column (None:
+    # the class refuses qid files); ``_groups_required`` makes qid mandatory;
+    # ``_groups_at_predict`` also passes it to decision_function (one score
+    # per group, labels by ``_per_group_labels(y, groups)``); ``_needs_edges``
+    # passes ``edges=[m, 2]`` to fit and decision_function.
+    _groups_param = None
+    _groups_required = False
+    _groups_at_predict = False
+    _needs_edges = False
+    _learns_intercept = False
+    _persist = ()  # extra fitted attributes (arrays) written by jaxrank.save
+
+    # -- hooks --------------------------------------------------------------
+
+    def _features(self):
+        if self._learns_intercept and getattr(self, "fit_intercept", False):
+            return Intercept()
+        return LinearFeatures()
+
+    def _model(self, static):
+        raise NotImplementedError
+
+    def _problems(self, data, positive, where, groups):
+        # The bound on the positives is bucketed too (a static shape of the
+        # AP kernels): any true upper bound is exact.
+        max_pos = int(np.max(np.sum(positive & where, axis=-1)))
+        return ItemProblem(_to_device(positive), _to_device(where)), {
+            "max_pos": min(max(data.shape[0], 1), bucket_size(max_pos, PAD_MIN_ROWS))}
+
+    def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
+               progress=None):
+        """Run the fits; returns ``(FitResult [M], extras dict of [M] arrays)``."""
+        tol = np.float32(self.tol)
+        if single:
+            # (Indexing a device array eagerly is a program per shape; on a CPU
+            # backend the host view of the array is free.)
+            cpu = jax.default_backend() == "cpu"
+            one = jax.tree_util.tree_map(
+                lambda a: _to_device(np.asarray(a)[0]) if cpu else a[0], problems)
+            res = run_fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
+                              callback=_print_progress if self.verbose else None)
+            return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], res), {}
+        if not is_device_grid(devices):  # a problems x samples grid is used as is
+            devices = resolve_devices(devices)
+        M = C.shape[0]
+        batch_size = choose_batch_size(batch_size, M, model.dim(data), len(devices),
+                                       model.cache)
+        res = fit_batch(model, data, problems, C, tol=tol, max_iter=int(self.max_iter),
+                        batch_size=batch_size, devices=devices,
+                        callback=report_progress if progress else None)
+        return res, {}
+
+    def _fitted_extras(self, extras, pick):
+        """Set model-specific fitted attributes from ``extras`` (``pick`` per task)."""
+
+    # -- checks ---------------------------------------------------------------
+
+    def _check_params(self):
+        self._validate_params()
+        check_positive_float32(self.C, "C")
+        if not np.float32(self.tol) >= 0 or not np.isfinite(np.float32(self.tol)):
+            raise ValueError(f"tol must be a finite number >= 0 in float32; got {self.tol!r}.")
+
+    def _prepare(self, X, y, groups, reset=True):
+        """Validate ``(X, y, groups)``; return ``(data, positive [T, n], classes, multi, groups)``."""
+        if groups is not None and not self._supports_groups:
+            raise ValueError(
+                f"{type(self).__name__} does not take groups (query ids); APSVM does "
+                "(mean AP over queries).")
+        # dtype="numeric": X keeps its dtype here (float32 C-contiguous input is
+        # not copied); design() makes the one float32 copy that other input needs.
+        X = validation.check_features(X)
+        X, Y = validate_data(self, X, y, accept_sparse="csr", dtype="numeric",
+                             multi_output=True, reset=reset, y_numeric=False)
+        positive, classes, multi = labels_to_tasks(Y, pos_label=getattr(self, "pos_label", None))
+        if groups is not None:
+            groups = check_groups(groups, X.shape[0])
+        # The float32 range of the features (C is checked by fit; jaxrank.sweep
+        # fits through this hook too).
+        R = max_row_norm(X)
+        check_feature_scale(R)
+        return remember_row_norm(design(X, in_place=True), R), positive, classes, multi, groups
+
+    # -- fit ------------------------------------------------------------------
+
+    def fit(self, X, y, *, groups=None):
+        """Fit the model; with a 2-D ``y``, one ranker per column (one call).
+
+        Args:
+            X: ``[n_samples, n_features]`` dense array or ``scipy.sparse``
+                matrix (kept sparse), any real dtype (cast to float32).
+                Memory: a C-contiguous float32 array (also ``np.memmap``,
+                e.g. ``np.load(path, mmap_mode="r")``) is not copied on a CPU
+                backend: used as is when 64-byte aligned (memmaps of ``.npy``
+                files), and from 2^26 entries (256 MB) up also when not (a
+                shifted-row view, :class:`jaxrank.models.Design`; models
+                with per-sample hinge terms, such as :class:`BinarySVM`,
+                copy that view once); other dense input is converted into
+                one float32 copy, in chunks.
+                Dense designs of 2^26 entries or more are not padded to a
+                shape bucket (:func:`fit_buckets`).
+            y: ``[n_samples]`` labels with two distinct values (the larger is
+                the positive class, module docstring), or ``[n_samples,
+                n_tasks]`` with one binary task per column.
+            groups: optional ``[n_samples]`` integer query ids (models with
+                query grouping only, e.g. :class:`APSVM`: mean AP over queries).
+
+        Returns:
+            self
+
+        Raises:
+            ValueError: bad hyperparameters (also out of float32 range), NaN,
+                inf or empty ``X``, complex ``X``, mismatched lengths, a ``y``
+                (or task column) without exactly two classes, ``groups`` on a
+                model without query grouping; rows of ``X`` whose norm (or
+                times ``C``) is outside the float32 range of the solver
+                (:func:`check_feature_scale`: about ``8.9e-16 <= R`` and ``R,
+                C R <= 5.8e17``).
+            TypeError: non-numeric ``X``, hyperparameters of the wrong type.
+
+        Warns:
+            ConvergenceWarning: a fit stopped at ``max_iter`` before reaching
+                ``tol`` (the message gives the gap, ``C max_i ||x_i||^2`` and
+                advice: standardise ``X``, a smaller ``C``, more ``max_iter``).
+            UserWarning: every training sample of a task gets the same score
+                (e.g. ``coef_ = 0``): the model does not rank.
+
+        Scale of ``X``: ``C`` is in units of ``1 / ||x||^2`` (``X / s`` with
+        ``C s^2`` is the same problem, weights ``s w``), so the default ``C``
+        suits standardised features; the solver's work grows with ``C
+        max_i ||x_i||^2``. Rescaling is not automatic: it would not change
+        that product (see the README's note on feature scale).
+        """
+        self._check_params()
+        t0 = time.perf_counter()
+        devices = self._fit_devices()
+        data, positive, classes, multi, groups = self._prepare(X, y, groups)
+        (n, d), T = data.shape, positive.shape[0]
+        # devices= on a single task: its samples are sharded over the devices;
+        # on fewer tasks than devices: a problems x samples grid (device_grid).
+        shard = devices is not None and len(devices) > 1 and T == 1
+        grid = None
+        if devices is not None and T > 1 and not data.sparse and groups is None:
+            grid = device_grid(devices, T)
+        if shard and (data.sparse or groups is not None):
+            raise ValueError(
+                f"devices={self.devices!r} shards the samples of a single-task fit, which "
+                "needs dense X without groups; got "
+                f"{'sparse X' if data.sparse else 'groups'}. Pass devices=None (one device), "
+                "or X.toarray() for sparse X.")
+        if groups is None:  # query layouts are not padded
+            n_pad, d_pad, T_pad = fit_buckets(n, d, T, dense=not data.sparse)
+        else:
+            n_pad, d_pad, T_pad = n, d, T
+        R = max_row_norm(data)
+        check_feature_scale(R, float(self.C))
+        self._fit_scale = (R, float(self.C))
+        if shard or grid is not None:
+            # Rows padded to a multiple of the sample axis (masked out by `where`).
+            k = len(devices) if shard else len(grid[0])
+            n_pad = -(-n_pad // k) * k
+            data = shard_rows(pad_design(data.materialized(), n_pad, d_pad),
+                              devices if shard else grid)
+        else:
+            data = pad_design(data, n_pad, d_pad)
+        where = np.zeros((T_pad, n_pad), bool)
+        where[:T, :n] = True
+        positive = np.pad(positive, ((0, T_pad - T), (0, n_pad - n)))
+        problems, static = self._problems(data, positive, where, groups)
+        model = self._model(static)
+        if type(model).hinge_terms is not Model.hinge_terms:
+            # The per-sample hinge block reads rows directly: a design used in
+            # place (features.ShiftedRows) is copied to plain storage first.
+            data = data.materialized()
+        if self.verbose:
+            print(f"{type(self).__name__}: n={n} d={d} tasks={T} "
+                  f"positives={positive[:T].sum(axis=1).tolist()} C={self.C}; "
+                  f"{positive_class_text(self, classes, grouped=groups is not None)}", flush=True)
+        C = np.full((T_pad,), self.C, np.float32)
+        res, extras = self._train(model, data, problems, C, single=(T_pad == 1),
+                                  devices=None if shard else (grid or devices))
+        res = jax.tree_util.tree_map(lambda a: np.asarray(a)[:T], res)
+        extras = _unpad_extras(extras, T, T_pad, d, d_pad)
+        self._set_fitted(res, extras, classes, multi, data, positive[:T], where[:T],
+                         n_features=d)
+        self.fit_time_ = time.perf_counter() - t0
+        warn_unconverged(self, res)
+        if self.verbose:
+            print(f"{type(self).__name__}: {self.n_iter_} iterations, objective "
+                  f"{self.objective_}, converged={self.converged_}, {self.fit_time_:.2f} s",
+                  flush=True)
+        return self
+
+    def _set_solver_attributes(self, res, extras, classes, multi, n_features):
+        """The attributes every estimator shares, from a FitResult with a leading [T] axis.
+
+        ``classes_``, ``multi_output_``, ``n_features_in_``, ``n_iter_``,
+        ``objective_``, ``dual_objective_``, ``converged_`` (scalars for a
+        single task, ``[T]`` arrays otherwise), then the estimator's own
+        ``_fitted_extras``.
+        """
+        self.classes_ = classes
+        self.multi_output_ = bool(multi)
+        self.n_features_in_ = int(n_features)
+
+        def pick(a, cast=float):
+            a = np.asarray(a)
+            return a.copy() if multi else cast(a[0])
+
+        self.n_iter_ = pick(res.num_steps, int)
+        self.objective_ = pick(res.objective)
+        self.dual_objective_ = pick(res.dual)
+        self.converged_ = pick(res.converged, bool)
+        self._fitted_extras(extras, pick)
+
+    def _set_fitted(self, res, extras, classes, multi, data, positive, where=None, *,
+                    n_features=None):
+        """Fitted attributes from a FitResult with a leading [T] axis.
+
+        ``where [T, n]`` (default all) marks each task's training samples;
+        ``n_features`` (default ``data.shape[1]``) is the number of real
+        features when ``data`` has padding columns (their weights are 0 and
+        are dropped). Warns (:func:`warn_tied_scores`) when a task's training
+        scores, as ``decision_function`` computes them, are all equal.
+        """
+        if where is None:
+            where = np.ones(positive.shape, bool)
+        d = data.shape[1] if n_features is None else int(n_features)
+        W = np.asarray(res.w, np.float32)
+        Wx = W[:, : data.shape[1]]  # weights of the columns of data (padding included)
+        S = training_scores(data, Wx.T)  # [n, T] scores, no intercept
+        if isinstance(self._features(), Intercept):
+            self.coef_, self.intercept_ = W[:, :d].copy(), W[:, -1].copy()
+        else:
+            self.coef_ = W[:, :d].copy()
+            # No learned intercept: threshold predict at the midpoint of the
+            # classes' mean training scores (scores are shift invariant).
+            mid = [0.5 * (S[positive[t] & where[t], t].mean()
+                          + S[~positive[t] & where[t], t].mean()) for t in range(W.shape[0])]
+            self.intercept_ = -np.asarray(mid, np.float32)
+        self._set_solver_attributes(res, extras, classes, multi, d)
+        # Scores as decision_function computes them (float32, intercept
+        # included): a model whose training scores all tie does not rank.
+        S = S.astype(np.float32) + np.asarray(self.intercept_, np.float32)[None, :]
+        if any(np.any(where[t]) and np.ptp(S[where[t], t]) == 0 for t in range(S.shape[1])):
+            scale = getattr(self, "_fit_scale", None)
+            if scale is None:  # e.g. estimators with their own fit: R of the data's rows
+                R = self._row_norm(data)
+                scale = (R, None if R is None else float(self.C))
+            warn_tied_scores(self, S, where, *scale)
+        return self
+
+    def _fit_devices(self):
+        """The devices of the ``devices`` parameter (a tuple), or ``None`` when unset."""
+        devices = getattr(self, "devices", None)
+        return None if devices is None else resolve_devices(devices)
+
+    @staticmethod
+    def _row_norm(data):
+        """``max_i ||x_i||`` over the feature rows of ``data`` (a design, or data with a
+        design ``.X``: candidates, graph nodes); ``None`` for other data."""
+        rows = data.X if isinstance(getattr(data, "X", None), Design) else data
+        return max_row_norm(rows) if isinstance(rows, Design) else None
+
+    def _scores(self, W, data):
+        """``[n, M]`` training-set scores of weights ``W [M, dim]`` (for validation)."""
+        feats = self._features()
+        return jax.vmap(lambda w: feats(w, data), out_axes=1)(jnp.asarray(W))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = True
+        # Binary rankers: a 1-D y has two classes (no one-vs-rest); a 2-D Y
+        # is one binary task per column (multilabel indicator).
+        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_label = True
+        return tags

@@ -1,0 +1,274 @@
+"""Running fits: one fit (``fit_one``) or a batch on a work queue (``fit_batch``), devices and batch size.
+
+The single-vs-batched dispatch of the solver (:func:`jaxrank.solvers.fit`,
+:func:`jaxrank.solvers.fit_many`), the device list and mesh of a fit, the
+batch size of the work queue, progress reporting, and the training scores of
+fitted weights.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import jax
+import numpy as np
+
+from jaxrank._src.features import (
+    Design,
+)
+from jaxrank._src.solvers import dcd
+from jaxrank._src.solvers import ssvm as solver
+
+# Slots per device of the batched drivers: 32 was the fastest of 8/16/32 in
+# bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)
+# * dim`` floats each) are kept under this many bytes per device.
+DEFAULT_BATCH_SIZE = 32
+
+
+# On CPU a vmapped batch of fits costs about the sum of its slots at every
+# step, and slots whose fits have stopped keep computing while the queue
+# drains, so one long fit (large C) makes its whole batch pay for its steps;
+# wide batches pay off only when there are many fits to keep the slots busy.
+# Measured (README, "Batched model selection"): `jaxrank demo`'s sweeps of 15
+# fits ran about 3x faster with 1 slot than with 32; bench/sweep.py's 400
+# fits 1.2x (one device) to 2x (two) faster with 32 slots than with 1
+# (bench/results/sweep.md). Hence on CPU one slot per
+# CPU_FITS_PER_SLOT fits (per device), at most DEFAULT_BATCH_SIZE.
+CPU_FITS_PER_SLOT = 16
+
+
+_SLOT_CACHE_BYTES = 2**28
+
+
+def shard_rows(data, devices):
+    """A dense :class:`Design` with its rows sharded over ``devices`` (data parallel).
+
+    ``devices``: a tuple of at least one ``jax.Device``; the number of rows of
+    ``data`` must be a multiple of ``len(devices)``. The solver's products
+    then run on every device's rows and XLA sums the partial planes across
+    devices (README, "Data-parallel fits").
+
+    A 2-D grid (tuple of tuples, :func:`device_grid`) shards the rows over
+    its second axis and replicates them over its first (problems).
+
+    Raises:
+        ValueError: sparse ``data``, or rows not divisible by the devices.
+    """
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    if data.sparse:
+        raise ValueError("shard_rows needs a dense design; got a sparse one.")
+    grid = is_device_grid(devices)  # problems x samples: rows replicated over the first axis
+    k = len(devices[0]) if grid else len(devices)  # devices the rows are split over
+    if data.shape[0] % k:
+        raise ValueError(f"{data.shape[0]} rows do not divide over {k} devices.")
+    mesh = (Mesh(np.asarray(devices, dtype=object), ("devices", "samples")) if grid
+            else Mesh(np.asarray(devices), ("samples",)))
+    return Design(jax.device_put(data.X, NamedSharding(mesh, PartitionSpec("samples", None))))
+
+
+def is_device_grid(devices):
+    """Whether ``devices`` is a ``problems x samples`` grid (a tuple of device tuples)."""
+    return isinstance(devices, tuple) and bool(devices) and isinstance(devices[0], tuple)
+
+
+def device_grid(devices, n_problems):
+    """The ``problems x samples`` grid of a batched fit on ``devices`` (or ``None``).
+
+    Problems first (their queues need no communication): the problem axis
+    gets the largest divisor ``D_p`` of ``len(devices)`` that is at most
+    ``n_problems``, the sample axis the rest, ``D_s = len(devices) / D_p``.
+    Returns ``None`` when ``D_s == 1`` (problems only: a flat device tuple
+    does), else a tuple of ``D_p`` tuples of ``D_s`` devices (hashable, for
+    the static ``devices`` of :func:`jaxrank.solvers.fit_many`). E.g. 4
+    devices and 2 tasks: 2 x 2; 4 devices and 3 tasks: 1 x 4 (3 does not
+    divide 4); 2 devices and 2 tasks: problems only.
+    """
+    n = len(devices)
+    Dp = max(k for k in range(1, n + 1) if n % k == 0 and k <= max(int(n_problems), 1))
+    Ds = n // Dp
+    if Ds == 1:
+        return None
+    return tuple(tuple(devices[i * Ds:(i + 1) * Ds]) for i in range(Dp))
+
+
+def resolve_devices(devices):
+    """Static device tuple for the batched drivers.
+
+    ``None`` means every local device of the default backend (on a CPU these
+    are ``jax_num_cpu_devices`` virtual devices, one by default).
+
+    Raises:
+        TypeError: ``devices`` is not ``None``, an int or a sequence of devices.
+        ValueError: an empty sequence, an int outside ``1..len(local devices)``,
+            a device of another process (multi-controller runs), or a device
+            listed twice.
+    """
+    local = tuple(jax.local_devices())
+    if devices is None:
+        return local
+    if isinstance(devices, jax.Device):
+        return (devices,)
+    if isinstance(devices, (Integral, np.integer)) and not isinstance(devices, bool):
+        if not 1 <= int(devices) <= len(local):
+            raise ValueError(
+                f"devices must be between 1 and the {len(local)} local device(s); got {devices}.")
+        return local[: int(devices)]
+    try:
+        devs = tuple(devices)
+    except TypeError:
+        raise TypeError(
+            "devices must be None, an int or a sequence of jax devices; got "
+            f"{type(devices).__name__}."
+        ) from None
+    if not devs:
+        raise ValueError("devices is empty; pass None for the default devices.")
+    if not all(isinstance(d, jax.Device) for d in devs):
+        raise TypeError("devices must contain jax.Device objects (e.g. jax.devices()).")
+    me = jax.process_index()
+    other = [d for d in devs if d.process_index != me]
+    if other:
+        raise ValueError(
+            f"devices must be local to this process (process {me} of "
+            f"{jax.process_count()}); {other[0]} belongs to process "
+            f"{other[0].process_index}. An estimator shards a host array over this "
+            "process's devices only (jax.local_devices()); for a fit across processes, "
+            "build the global array with jax.make_array_from_process_local_data and call "
+            "jaxrank.solvers.fit (README, 'Data-parallel fits').")
+    if len(set(devs)) != len(devs):
+        raise ValueError(f"devices lists a device twice: {list(devs)}.")
+    return devs
+
+
+def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
+    """Validate ``batch_size``, or choose it (``None``) for the batched driver.
+
+    ``None`` gives ``DEFAULT_BATCH_SIZE`` slots per device (on a CPU
+    backend one slot per ``CPU_FITS_PER_SLOT`` fits of a device, at least
+    one), fewer when the ``n_fits`` fits do not fill them (``ceil(n_fits / n_devices)``) or when
+    the slots' plane caches (``batch_size * (cache + 1) * dim * 4`` bytes)
+    would exceed 256 MB per device (high-dimensional ``X``).
+
+    Raises:
+        TypeError: ``batch_size`` is not ``None`` or an int.
+        ValueError: ``batch_size < 1``.
+    """
+    if batch_size is None:
+        per_device = -(-int(n_fits) // max(int(n_devices), 1))
+        cache = solver.plane_cache_size(cache, dim)
+        memory = _SLOT_CACHE_BYTES // (4 * (cache + 1) * max(int(dim), 1))
+        width = DEFAULT_BATCH_SIZE
+        if jax.default_backend() == "cpu":
+            width = max(1, min(width, per_device // CPU_FITS_PER_SLOT))
+        return int(max(1, min(width, per_device, memory)))
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise TypeError(
+            f"batch_size must be None or an int >= 1; got {type(batch_size).__name__}."
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be None or an int >= 1; got {batch_size}.")
+    return int(batch_size)
+
+
+# Host-side progress of batched fits: the jitted drivers call the static
+# function ``report_progress`` (so a new hook never recompiles them), which
+# forwards to the hook installed by ``progress_hook``.
+_PROGRESS_HOOKS = []
+
+
+def report_progress(n_stopped):
+    """Forward ``n_stopped`` finished fits to the innermost :func:`progress_hook`."""
+    if _PROGRESS_HOOKS:
+        _PROGRESS_HOOKS[-1](int(n_stopped))
+
+
+class progress_hook:
+    """Context manager: ``hook(n)`` is called as batches of fits stop."""
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def __enter__(self):
+        _PROGRESS_HOOKS.append(self.hook)
+        return self
+
+    def __exit__(self, *exc):
+        _PROGRESS_HOOKS.remove(self.hook)
+        return False
+
+
+def _print_progress(it, obj, dual):
+    it = int(it)
+    if it == 1 or it % 25 == 0:
+        gap = float(obj) - float(dual)
+        print(
+            f"  iter {it:5d}  objective {float(obj):.6g}  dual {float(dual):.6g}  "
+            f"gap {gap / max(abs(float(obj)), 1e-30):.2e}",
+            flush=True,
+        )
+
+
+def _to_device(a, dtype=None):
+    """A host array on the default device: ``jax.device_put`` (``jnp.asarray`` of a
+    NumPy array runs a copy program, compiled once per shape and process)."""
+    return jax.device_put(np.ascontiguousarray(a, dtype))
+
+
+# ``data @ W`` as one program (an eager product dispatches each of its
+# primitives as a program of its own, each compiled once per process).
+design_matmul = jax.jit(lambda data, W: data @ W)
+
+
+@jax.jit
+def _sparse_scores(data, W):
+    """``data @ W`` (``[n, T]``) for a sparse float32 design, by the hinge block's
+    native CSR row kernel (about 7x faster than XLA's segment sum on CPU)."""
+    rows = solver.design_rows(data)
+    return jax.vmap(lambda w: dcd.row_dots(rows, w), in_axes=1, out_axes=1)(W)
+
+
+def training_scores(data, W):
+    """``[n, T]`` scores ``data @ W`` of a fitted ``W [d, T]`` (host array)."""
+    if (getattr(data, "sparse", False) and getattr(data, "indptr", None) is not None
+            and data.dtype == np.float32):
+        return np.asarray(_sparse_scores(data, _to_device(W, np.float32)))
+    return np.asarray(design_matmul(data, _to_device(W)))
+
+
+# One jitted program per (model, shapes): C and tol are traced.
+fit_one = jax.jit(solver.fit, static_argnames=("model", "max_iter", "callback", "seed"))
+
+
+# The result structure of every single fit (stored programs keep no pytrees).
+_FIT_RESULT_TREE = jax.tree_util.tree_structure(solver.FitResult(*(0,) * 5))
+
+
+# Installed by use_program_store (the CLI does, next to JAX's compilation cache).
+_PROGRAM_STORE = None
+
+
+def use_program_store(store):
+    """Install a :class:`ProgramStore` for single fits (``None`` removes it); returns the old one."""
+    global _PROGRAM_STORE
+    old, _PROGRAM_STORE = _PROGRAM_STORE, store
+    return old
+
+
+def run_fit_one(model, data, problem, *, C, tol, max_iter, callback=None):
+    """:data:`fit_one`, through the installed :class:`ProgramStore` when there is one."""
+    store = _PROGRAM_STORE
+    if store is None or callback is not None:
+        return fit_one(model, data, problem, C=C, tol=tol, max_iter=max_iter,
+                       callback=callback)
+    # NumPy scalars: jnp.asarray of host values runs (and compiles) a program.
+    C, tol = np.float32(np.asarray(C)), np.float32(np.asarray(tol))
+    return store.run(
+        lambda: fit_one.lower(model, data, problem, C=C, tol=tol, max_iter=max_iter),
+        ("fit_one", repr(model), int(max_iter)), (data, problem), {"C": C, "tol": tol},
+        out_tree=_FIT_RESULT_TREE)
+
+
+fit_batch = jax.jit(
+    solver.fit_many,
+    static_argnames=("model", "max_iter", "batch_size", "devices", "callback", "seed"),
+)
