@@ -29,7 +29,7 @@ from jaxrank._src.appx import AppxModel, AppxProblem
 from jaxrank._src.models.auc import AUCModel
 from jaxrank._src.models.binary import BinaryModel
 from jaxrank._src.features import Design, Intercept, LinearFeatures, design
-from jaxrank._src.latent import (
+from jaxrank._src.models.latent import (
     BagData,
     CandidateFeatures,
     LatentAPModel,
@@ -37,9 +37,8 @@ from jaxrank._src.latent import (
     LatentSSVMModel,
     LatentSVMModel,
     bag_data,
-    cccp_update,
-    latent_objective,
 )
+from jaxrank._src.solvers.cccp import cccp_update, latent_objective
 from jaxrank._src.high_order import (
     GraphData,
     HighOrderFeatures,

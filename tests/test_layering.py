@@ -162,7 +162,7 @@ def test_command_line_imports_only_the_model_it_runs():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert "jaxrank._src.estimators.ap" in out
-    for lazy in ("jaxrank._src.estimators.kernelrank", "jaxrank._src.latent", "jaxrank._src.high_order",
+    for lazy in ("jaxrank._src.estimators.kernelrank", "jaxrank._src.estimators.latent", "jaxrank._src.high_order",
                  "jaxrank._src.oracles.maxflow", "jaxrank._src.estimators.sweep", "jaxrank._src.appx"):
         assert lazy not in out, f"{lazy} imported by the CLI start-up: {out}"
 

@@ -18,9 +18,9 @@ _ENTRIES = {
     "apsvm-appx": ("jaxrank._src.appx", "APSVMApprox"),
     "auc-svm": ("jaxrank._src.estimators.auc", "AUCSVM"),
     "kernelrank": ("jaxrank._src.estimators.kernelrank", "KernelRank"),
-    "latent-apsvm": ("jaxrank._src.latent", "LatentAPSVM"),
-    "latent-svm": ("jaxrank._src.latent", "LatentSVM"),
-    "latent-ssvm": ("jaxrank._src.latent", "LatentSSVM"),
+    "latent-apsvm": ("jaxrank._src.estimators.latent", "LatentAPSVM"),
+    "latent-svm": ("jaxrank._src.estimators.latent", "LatentSVM"),
+    "latent-ssvm": ("jaxrank._src.estimators.latent", "LatentSSVM"),
     "hob-svm": ("jaxrank._src.high_order", "HOBSVM"),
     "hoap-svm": ("jaxrank._src.high_order", "HOAPSVM"),
 }
