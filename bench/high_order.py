@@ -47,7 +47,7 @@ Cora (Neural_Networks, one task): a HOAP-SVM convex step (C = 0.5, eta =
 0.1, HOB-SVM start) went from a 0.76 relative gap after 150 iterations (the
 cap of the earlier runs) to converged in about 2,000 iterations with the
 high-order models' plane cache of 128 planes and 128 cached-plane steps
-(``jaxrank._src.high_order.PLANE_CACHE``; 32 / 32 before: 1.4e-4 after
+(``jaxrank._src.models.high_order.PLANE_CACHE``; 32 / 32 before: 1.4e-4 after
 3,000). The same step at eta = 1e-6 (pairwise weights negligible) is as
 slow, so the cause is the component-wide terms, not the sign constraint
 ``w2 <= 0``; at eta = 0 (isolated samples) it converges in under 25

@@ -25,7 +25,7 @@ worked example of a user-defined model.
 """
 
 from jaxrank._src.models.ap import APModel, query_layout
-from jaxrank._src.appx import AppxModel, AppxProblem
+from jaxrank._src.models.appx import AppxModel, AppxProblem
 from jaxrank._src.models.auc import AUCModel
 from jaxrank._src.models.binary import BinaryModel
 from jaxrank._src.features import Design, Intercept, LinearFeatures, design
@@ -39,7 +39,7 @@ from jaxrank._src.models.latent import (
     bag_data,
 )
 from jaxrank._src.solvers.cccp import cccp_update, latent_objective
-from jaxrank._src.high_order import (
+from jaxrank._src.models.high_order import (
     GraphData,
     HighOrderFeatures,
     HOAPModel,

@@ -100,7 +100,6 @@ def test_layers_below_the_estimators_do_not_import_sklearn(path):
             f"{_name(path)} imports scikit-learn"
 
 
-@pytest.mark.xfail(strict=True, reason="the layering moves are under way")
 def test_functional_api_loads_no_sklearn():
     # The functional API stands below the estimators: importing it (fresh process)
     # must not load scikit-learn.
@@ -162,8 +161,8 @@ def test_command_line_imports_only_the_model_it_runs():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert "jaxrank._src.estimators.ap" in out
-    for lazy in ("jaxrank._src.estimators.kernelrank", "jaxrank._src.estimators.latent", "jaxrank._src.high_order",
-                 "jaxrank._src.oracles.maxflow", "jaxrank._src.estimators.sweep", "jaxrank._src.appx"):
+    for lazy in ("jaxrank._src.estimators.kernelrank", "jaxrank._src.estimators.latent", "jaxrank._src.estimators.high_order",
+                 "jaxrank._src.oracles.maxflow", "jaxrank._src.estimators.sweep", "jaxrank._src.estimators.appx"):
         assert lazy not in out, f"{lazy} imported by the CLI start-up: {out}"
 
 

@@ -15,14 +15,14 @@ from collections.abc import Mapping
 _ENTRIES = {
     "apsvm": ("jaxrank._src.estimators.ap", "APSVM"),
     "svm": ("jaxrank._src.estimators.binary", "BinarySVM"),
-    "apsvm-appx": ("jaxrank._src.appx", "APSVMApprox"),
+    "apsvm-appx": ("jaxrank._src.estimators.appx", "APSVMApprox"),
     "auc-svm": ("jaxrank._src.estimators.auc", "AUCSVM"),
     "kernelrank": ("jaxrank._src.estimators.kernelrank", "KernelRank"),
     "latent-apsvm": ("jaxrank._src.estimators.latent", "LatentAPSVM"),
     "latent-svm": ("jaxrank._src.estimators.latent", "LatentSVM"),
     "latent-ssvm": ("jaxrank._src.estimators.latent", "LatentSSVM"),
-    "hob-svm": ("jaxrank._src.high_order", "HOBSVM"),
-    "hoap-svm": ("jaxrank._src.high_order", "HOAPSVM"),
+    "hob-svm": ("jaxrank._src.estimators.high_order", "HOBSVM"),
+    "hoap-svm": ("jaxrank._src.estimators.high_order", "HOAPSVM"),
 }
 
 
