@@ -20,12 +20,12 @@ from jaxrank._src.solvers.ssvm import (
     FitResult,
     SolverState,
     fit,
-    fit_many,
     init_state,
-    plane_cache_size,
     state_result,
     step,
 )
+from jaxrank._src.solvers.batch import fit_many
+from jaxrank._src.solvers.planes import plane_cache_size
 
 __all__ = ["FitResult", "SolverState", "fit", "fit_many", "init_state", "plane_cache_size",
            "state_result", "step"]

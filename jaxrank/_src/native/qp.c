@@ -2,7 +2,7 @@
  * The cached-plane QP of the 1-slack solver, solved natively on CPU, and the
  * products with the plane cache.
  *
- * Each iteration of jaxrank's solver (jaxrank/_src/solver.py, `step`)
+ * Each iteration of jaxrank's solver (jaxrank/_src/solvers/qp.py, `step`)
  * re-solves the dual restricted to its cached planes, the simplex-constrained
  * QP
  *

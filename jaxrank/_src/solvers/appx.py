@@ -12,6 +12,7 @@ from jaxrank._src.features import Design, Intercept
 from jaxrank._src.models.appx import AppxProblem, appx_split
 from jaxrank._src.models.binary import BinaryModel
 from jaxrank._src.oracles.ap import ap_oracle
+from jaxrank._src.solvers import batch
 from jaxrank._src.solvers import ssvm as solver
 from jaxrank._src.solvers.run import report_progress
 
@@ -146,7 +147,7 @@ def fit_appx(data, problems, C, C_binary, k, tol, *, model, max_iter, binary_max
             r = solver.fit(m, data, jax.tree_util.tree_map(lambda a: a[0], probs),
                            C=Cs[0], tol=tol, max_iter=iters)
             return jax.tree_util.tree_map(lambda a: a[None], r)
-        return solver.fit_many(m, data, probs, Cs, tol=tol, max_iter=iters,
+        return batch.fit_many(m, data, probs, Cs, tol=tol, max_iter=iters,
                                batch_size=batch_size, devices=None, callback=cb)
 
     res0 = run(bmodel, problems, Cb, binary_max_iter)

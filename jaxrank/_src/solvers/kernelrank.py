@@ -1,6 +1,7 @@
-r"""KernelRank's training (Gao & Sun 2007): Adam ascent of the smoothed AUC, eq. (11), in one ``lax.scan``.
+r"""KernelRank's training (Gao & Sun 2007): Adam ascent of the smoothed AUC, eq. (11).
 
-The linear discriminant of eq. (19) (started from Fisher's LDA, §IV) and the
+One ``lax.scan`` per fit:
+the linear discriminant of eq. (19) (started from Fisher's LDA, §IV) and the
 GMM likelihood ratio of eqs. (20)-(21).
 """
 

@@ -1,4 +1,4 @@
-"""Running fits: one fit (``fit_one``) or a batch on a work queue (``fit_batch``), devices and batch size.
+"""Running fits: one fit (``fit_one``) or a batch on a work queue (``fit_batch``).
 
 The single-vs-batched dispatch of the solver (:func:`jaxrank.solvers.fit`,
 :func:`jaxrank.solvers.fit_many`), the device list and mesh of a fit, the
@@ -16,7 +16,7 @@ import numpy as np
 from jaxrank._src.features import (
     Design,
 )
-from jaxrank._src.solvers import dcd
+from jaxrank._src.solvers import batch, dcd, planes
 from jaxrank._src.solvers import ssvm as solver
 
 # Slots per device of the batched drivers: 32 was the fastest of 8/16/32 in
@@ -155,7 +155,7 @@ def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
     """
     if batch_size is None:
         per_device = -(-int(n_fits) // max(int(n_devices), 1))
-        cache = solver.plane_cache_size(cache, dim)
+        cache = planes.plane_cache_size(cache, dim)
         memory = _SLOT_CACHE_BYTES // (4 * (cache + 1) * max(int(dim), 1))
         width = DEFAULT_BATCH_SIZE
         if jax.default_backend() == "cpu":
@@ -269,6 +269,6 @@ def run_fit_one(model, data, problem, *, C, tol, max_iter, callback=None):
 
 
 fit_batch = jax.jit(
-    solver.fit_many,
+    batch.fit_many,
     static_argnames=("model", "max_iter", "batch_size", "devices", "callback", "seed"),
 )
