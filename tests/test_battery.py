@@ -896,7 +896,7 @@ def test_half_precision_X_and_dataframes(name):
 
 def test_label_encodings_give_the_same_tasks():
     """The one rule (jaxrank._src.estimators.base.labels_to_tasks, used by every estimator)."""
-    from jaxrank._src.estimators.base import labels_to_tasks
+    from jaxrank._src.estimators.labels import labels_to_tasks
 
     _, y = _data()
     want, classes, multi = labels_to_tasks(y)

@@ -19,7 +19,8 @@ import scipy.sparse as sp
 from jax.experimental import sparse as jsparse
 
 import jaxrank
-from jaxrank._src import cli_store, features, layout
+from jaxrank._src import features, layout
+from jaxrank._src.cli import store as cli_store
 from jaxrank._src.solvers import run
 from jaxrank.models import APModel, ItemProblem, design
 

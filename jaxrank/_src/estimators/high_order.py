@@ -19,11 +19,10 @@ from jaxrank._src.estimators.base import (
     StructuredSVM,
     check_feature_scale,
     check_positive_float32,
-    labels_to_tasks,
-    positive_class_text,
     warn_tied_scores,
     warn_unconverged,
 )
+from jaxrank._src.estimators.labels import labels_to_tasks, positive_class_text
 from jaxrank._src.features import design
 from jaxrank._src.layout import max_row_norm
 from jaxrank._src.metrics import average_precision

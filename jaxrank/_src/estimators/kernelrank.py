@@ -16,7 +16,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from jaxrank._src import validation
-from jaxrank._src.estimators.base import positive_class_text
+from jaxrank._src.estimators.labels import positive_class_text
 from jaxrank._src.oracles.smoothing import _DEFAULT_BLOCK, KERNELS, _check_kernel
 from jaxrank._src.solvers.kernelrank import _fit_gmm, _fit_linear, _gmm_scores_jit, _lda_init
 
@@ -31,7 +31,7 @@ def _binary_y(y, pos_label=None):
     so ``y`` must be 1-D (a column vector is raveled with scikit-learn's
     ``DataConversionWarning`` by ``validate_data``).
     """
-    from jaxrank._src.estimators.base import labels_to_tasks
+    from jaxrank._src.estimators.labels import labels_to_tasks
 
     y = np.asarray(y)
     if y.ndim != 1:

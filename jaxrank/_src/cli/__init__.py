@@ -1,0 +1,1 @@
+"""The command line (``jaxrank ...``): parser, commands and the store of compiled programs."""
