@@ -24,7 +24,7 @@ Columns (also in ``bench/README.md``):
   is at most the step's own objective (the convex bound is tight at the previous
   iterate and above the non-convex objective elsewhere). The notes give the
   worst step the same way (``converged_`` requires the last step and CCCP's own
-  stop, not ``max_outer_iter``; earlier steps may stop at ``max_iter``). HOAP-SVM: the
+  stop, not ``cccp_max_iter``; earlier steps may stop at ``max_iter``). HOAP-SVM: the
   last convex step's (``objective_``, ``dual_objective_`` and ``converged_`` are
   its), the worst step in the notes. LatentSSVM's gaps can be negative: its
   convex steps use approximate inference, so their objective is a lower bound.
@@ -528,7 +528,7 @@ def fit_metrics(est):
         out["gap"] = exact if last_is_kept else float(steps[-1])
         out["gap_is_bound"] = not last_is_kept
         out["step_gaps"] = steps.tolist()
-        extra.append(f"{est.n_outer_iter_} CCCP steps; gap of the last step"
+        extra.append(f"{est.n_cccp_iter_} CCCP steps; gap of the last step"
                      + ("" if last_is_kept else f" (bound; kept step {kept + 1}: {exact:.1e})")
                      + (f"; worst step <= {float(np.nanmax(steps)):.1e}" if g.size > 1 else ""))
         if np.any(g < 0):

@@ -108,7 +108,7 @@ SVM_ROBUST = [0.0, 0.3]
 MEAN_CS = [1.0, 10.0, 100.0, 1000.0]
 INNER_CV = 3
 # n_init=3 (the paper: 3-5 seeds, lowest objective kept), at most 8 CCCP iterations.
-SETTINGS = dict(n_init=3, init="centroid", tol=1e-3, max_outer_iter=8)
+SETTINGS = dict(n_init=3, init="centroid", tol=1e-3, cccp_max_iter=8)
 # inference="greedy": exact like "select" (same results), about half the compile time.
 INFERENCE = "greedy"
 AP_ITER, SVM_ITER = 1000, 1000
@@ -290,7 +290,7 @@ def nested_cv(name, X, bags, y, quick=False, log=print, methods=None, on_method=
                 _, r, J, c = best
                 m = r.best_estimators[0]
                 ap = m.score(Xf[te_rows], y[te], bags=bags[te_rows])
-                rec = dict(ap=ap, C=r.best_C[0], J=J, c=c, outer=m.n_outer_iter_,
+                rec = dict(ap=ap, C=r.best_C[0], J=J, c=c, outer=m.n_cccp_iter_,
                            max_iter=svm_iter, n_pairs=len(grid),
                            fits=len(grid) * (r.n_fits + len(SVM_CS)))
             else:
@@ -300,7 +300,7 @@ def nested_cv(name, X, bags, y, quick=False, log=print, methods=None, on_method=
                 r = _sweep(Xf, y, bags, est, Cs, train)
                 m = r.best_estimators[0]
                 ap = m.score(Xf[te_rows], y[te], bags=bags[te_rows])
-                rec = dict(ap=ap, C=r.best_C[0], outer=m.n_outer_iter_,
+                rec = dict(ap=ap, C=r.best_C[0], outer=m.n_cccp_iter_,
                            fits=r.n_fits + len(Cs))
             if method != "APSVM (bag mean)":
                 rec.update(w_norm=float(np.linalg.norm(m.coef_)),
@@ -373,9 +373,9 @@ def supervision_sweep(name, Z, labels, targets, Cs, log=print, n_bags=100, T=10)
 def _sweep_estimator(method):
     if method == "LatentSVM":
         return jaxrank.LatentSVM(J=1.0, c=0.0, max_iter=SVM_ITER, n_init=1, tol=1e-3,
-                                 max_outer_iter=10, random_state=0, init=SETTINGS["init"])
+                                 cccp_max_iter=10, random_state=0, init=SETTINGS["init"])
     return getattr(jaxrank, method)(inference=INFERENCE, max_iter=AP_ITER, n_init=1, tol=1e-3,
-                                    max_outer_iter=10, random_state=0, init=SETTINGS["init"])
+                                    cccp_max_iter=10, random_state=0, init=SETTINGS["init"])
 
 
 def check_copy_trick(Z, labels, target, log=print):
@@ -696,7 +696,7 @@ def table_report(table):
         f"Latent models: inference={INFERENCE!r} (exact), "
         f"n_init={_protocol(table, 'n_init')} (lowest objective kept), "
         f"init={SETTINGS['init']}, tol={SETTINGS['tol']}, "
-        f"max_outer_iter={SETTINGS['max_outer_iter']}, max_iter {AP_ITER} (AP) / {SVM_ITER} "
+        f"cccp_max_iter={SETTINGS['cccp_max_iter']}, max_iter {AP_ITER} (AP) / {SVM_ITER} "
         f"(SVM) per convex step; on sets with more than {BIG} candidate rows (marked †) "
         f"LatentSVM gets {BIG_SVM_ITER} iterations per step and only the (J, c) pairs "
         f"({SVM_JS[0]}, {SVM_ROBUST[0]}) and ({SVM_JS[-1]}, {SVM_ROBUST[-1]}) (its dual "
@@ -826,7 +826,7 @@ def sweep_report(results, Cs, digit_targets, news_targets, check, fig):
         f"fold). Per method, the best C of {Cs} for each (target, S), averaged over targets "
         "(the paper's protocol: best CV mean AP). All latent models: inference='greedy' (exact), "
         "n_init=1, tol=1e-3, "
-        "max_outer_iter=10. LatentSVM: J=1, c=0.",
+        "cccp_max_iter=10. LatentSVM: J=1, c=0.",
         "",
         f"Check (one digit fit, 10 of 20 positive bags known): `fit(known=...)` objective "
         f"{check[0]:.6f}, copies {check[1]:.6f}.",

@@ -3,7 +3,7 @@
 On digit bags without instance labels (``make_bags`` of ``bench/latent.py``:
 100 bags of 10 of scikit-learn's bundled ``load_digits``; targets 3 and 8,
 bag seeds 0 and 1), fits LatentAPSVM (C = 100 and 10), LatentSSVM (C = 100)
-and LatentSVM (C = 1) with ``n_init=3``, ``max_outer_iter=10``, ``tol=1e-3``,
+and LatentSVM (C = 1) with ``n_init=3``, ``cccp_max_iter=10``, ``tol=1e-3``,
 ``max_iter=1000``, ``random_state=0`` under both starts and prints, per
 setting, the norm of the kept ``coef_`` (0: CCCP stalled at ``w = 0``), the
 training AP, the kept objective, the final objective of every
@@ -49,7 +49,7 @@ def main():
                 kept = {}
                 for init in ("random", "centroid"):
                     kw = {} if cls is jaxrank.LatentSVM else {"inference": "greedy"}
-                    m = cls(C=C, n_init=3, init=init, max_outer_iter=10, tol=1e-3,
+                    m = cls(C=C, n_init=3, init=init, cccp_max_iter=10, tol=1e-3,
                             max_iter=1000, random_state=0, **kw)
                     t0 = time.perf_counter()
                     with warnings.catch_warnings():

@@ -52,7 +52,14 @@ _ATTRIBUTES = {
 
 
 def __getattr__(name):
-    if name in _SUBMODULES:
+    if name == "__version__":
+        from importlib import metadata
+
+        try:
+            value = metadata.version("jaxrank")
+        except metadata.PackageNotFoundError:  # a checkout on sys.path, not installed
+            value = "0+unknown"
+    elif name in _SUBMODULES:
         value = importlib.import_module("jaxrank." + name)
     elif name in _ATTRIBUTES:
         value = getattr(importlib.import_module(_ATTRIBUTES[name]), name)
@@ -66,7 +73,6 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-__version__ = "0.2.0"
 
 __all__ = [
     "APSVM",

@@ -778,9 +778,9 @@ FAST = {
     "apsvm-appx": dict(C=10.0, max_iter=30),
     "auc-svm": dict(C=10.0, max_iter=30),
     "kernelrank": dict(max_iter=10),
-    "latent-apsvm": dict(C=10.0, max_iter=30, n_init=1, max_outer_iter=3, random_state=0),
-    "latent-svm": dict(C=1.0, max_iter=30, n_init=1, max_outer_iter=3, random_state=0),
-    "latent-ssvm": dict(C=10.0, max_iter=30, n_init=1, max_outer_iter=3, random_state=0),
+    "latent-apsvm": dict(C=10.0, max_iter=30, n_init=1, cccp_max_iter=3, random_state=0),
+    "latent-svm": dict(C=1.0, max_iter=30, n_init=1, cccp_max_iter=3, random_state=0),
+    "latent-ssvm": dict(C=10.0, max_iter=30, n_init=1, cccp_max_iter=3, random_state=0),
     "hob-svm": dict(C=1.0, max_iter=30),
     "hoap-svm": dict(C=1.0, max_iter=30, cccp_max_iter=2),
 }

@@ -516,3 +516,13 @@ def test_demo_progress_covers_kernelrank_and_quiet_prints_the_table_only(capsys)
     lines = [line for line in res.out.splitlines() if line.strip()]
     assert lines and all(line.startswith("|") for line in lines), res.out
     assert res.err == ""
+
+
+def test_version_is_the_installed_distributions(capsys):
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"jaxrank {metadata.version('jaxrank')}"
+    assert jaxrank.__version__ == metadata.version("jaxrank")

@@ -7,6 +7,7 @@ scikit-learn's precision / recall / F1.
 
 import itertools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -233,9 +234,9 @@ def test_jit_equals_eager_and_vmap_equals_loop(kind):
     rng = np.random.default_rng(11)
     B, n = 5, 16
     lists = [random_list(rng, n, ties=b % 2 == 0) for b in range(B)]
-    S = jnp.asarray(np.stack([l[0] for l in lists]), jnp.float32)
-    Y = jnp.asarray(np.stack([l[1] for l in lists]))
-    W = jnp.asarray(np.stack([l[2] for l in lists]))
+    S = jnp.asarray(np.stack([lst[0] for lst in lists]), jnp.float32)
+    Y = jnp.asarray(np.stack([lst[1] for lst in lists]))
+    W = jnp.asarray(np.stack([lst[2] for lst in lists]))
     K = jnp.asarray(rng.integers(1, 12, B), jnp.int32)
     batched = jax.vmap(lambda s, y, w, k: call(kind, s, y, w, k))(S, Y, W, K)
     for b in range(B):
@@ -245,10 +246,9 @@ def test_jit_equals_eager_and_vmap_equals_loop(kind):
             with jax.disable_jit():
                 pairs.append((one, call(kind, S[b], Y[b], W[b], int(K[b]))))
         for x, zb in pairs:
-            np.testing.assert_array_equal(x.aux, zb.aux)
-            np.testing.assert_allclose(x.loss, zb.loss, rtol=1e-6)
-            np.testing.assert_allclose(x.coef, zb.coef, rtol=1e-6)
-            np.testing.assert_allclose(x.hinge, zb.hinge, rtol=1e-5, atol=1e-6)
+            chex.assert_trees_all_equal(x.aux, zb.aux)
+            chex.assert_trees_all_close((x.loss, x.coef), (zb.loss, zb.coef), rtol=1e-6)
+            chex.assert_trees_all_close(x.hinge, zb.hinge, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -123,3 +123,30 @@ def test_save_into_a_missing_directory_names_the_directory(tmp_path, apsvm_file)
     msg = str(e.value)
     assert str(tmp_path / "nodir") in msg and ".tmp" not in msg
     assert not (tmp_path / "nodir").exists()
+
+
+def test_model_files_with_the_former_cccp_names_load(tmp_path):
+    # Files saved before the rename (max_outer_iter / n_outer_iter_) load under the
+    # current names (CHANGELOG.md).
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(24, 3)).astype(np.float32)
+    bags = np.repeat(np.arange(8), 3)
+    y = np.array([0, 1] * 4)
+    X[np.isin(bags, np.flatnonzero(y)), 0] += 2.0
+    m = jaxrank.LatentAPSVM(C=10.0, cccp_max_iter=4, n_init=1, max_iter=50,
+                            random_state=0).fit(X, y, bags=bags)
+    new = tmp_path / "new.npz"
+    jaxrank.save(m, new)
+    with np.load(new) as z:
+        stored = {k: z[k] for k in z.files}
+    meta = json.loads(str(stored.pop("metadata")))
+    meta["params"]["max_outer_iter"] = meta["params"].pop("cccp_max_iter")
+    meta["attributes"] = ["n_outer_iter_" if a == "n_cccp_iter_" else a
+                          for a in meta["attributes"]]
+    stored["n_outer_iter_"] = stored.pop("n_cccp_iter_")
+    old = tmp_path / "old.npz"
+    np.savez(old, metadata=np.array(json.dumps(meta)), **stored)
+    back = jaxrank.load(old)
+    assert back.cccp_max_iter == 4 and back.n_cccp_iter_ == m.n_cccp_iter_
+    bag_scores = m.decision_function(X, bags=bags)
+    np.testing.assert_array_equal(back.decision_function(X, bags=bags), bag_scores)

@@ -352,7 +352,7 @@ def test_prediction_is_max_over_candidates_then_sort(name, fitted, bagged):
 def test_cccp_objective_never_increases_beyond_certified_gap(name, fitted):
     m = fitted[name]
     obj, gap = m.cccp_objectives_, m.cccp_gaps_
-    assert m.n_outer_iter_ == len(obj) == len(gap) >= 2  # the property is exercised
+    assert m.n_cccp_iter_ == len(obj) == len(gap) >= 2  # the property is exercised
     assert np.all(gap >= -1e-6)
     slack = 1e-5 * np.abs(obj[:-1]) + 1e-6  # float32 evaluation of the objective
     # Each convex step is warm-started at the previous iterate, where its upper
@@ -365,7 +365,7 @@ def test_cccp_objective_never_increases_beyond_certified_gap(name, fitted):
 
 def test_latent_ssvm_trains_and_records_cccp(fitted):
     m = fitted["ssvm"]
-    assert m.n_outer_iter_ == len(m.cccp_objectives_) >= 1
+    assert m.n_cccp_iter_ == len(m.cccp_objectives_) >= 1
     assert np.all(np.isfinite(m.cccp_objectives_)) and m.objective_ > 0
 
 
@@ -378,7 +378,7 @@ def test_bags_of_size_one_give_apsvm(bagged):
         X1, y1, bags=np.arange(B))
     ap = jaxrank.APSVM(C=10.0, inference="greedy").fit(X1, y1)
     _assert_same_optimum(lat, ap)
-    assert lat.n_outer_iter_ == 1  # nothing to impute: CCCP stops at once
+    assert lat.n_cccp_iter_ == 1  # nothing to impute: CCCP stops at once
     np.testing.assert_array_equal(np.argsort(-lat.decision_function(X1, bags=np.arange(B))),
                                   np.argsort(-ap.decision_function(X1)))
 
@@ -398,7 +398,7 @@ def test_every_candidate_known_gives_apsvm_on_the_known_rows(bagged, fitted):
     lat = ESTIMATORS["ap"]().fit(X, y, bags=bags, known=known)
     ap = jaxrank.APSVM(C=10.0, inference="greedy").fit(X[pick], y)
     _assert_same_optimum(lat, ap)
-    assert lat.n_outer_iter_ == 1
+    assert lat.n_cccp_iter_ == 1
     # Known only on the positive bags = the same bags with every other candidate
     # replaced by a copy of the known one (the maximum over copies is that one).
     half = known & np.isin(bags, ids[y == 1])
@@ -481,7 +481,7 @@ def test_centroid_init_reaches_a_lower_objective_than_a_random_start():
     # imputation ends in a worse local optimum than from the default
     # init="centroid" (the bag-mean class centroids), which ranks perfectly.
     X, y, bags = _digit_bags(8)
-    kw = dict(C=100.0, inference="greedy", n_init=1, max_outer_iter=10, tol=1e-3,
+    kw = dict(C=100.0, inference="greedy", n_init=1, cccp_max_iter=10, tol=1e-3,
               max_iter=1000, random_state=0)
     bad = jaxrank.LatentAPSVM(init="random", **kw).fit(X, y, bags=bags)
     good = jaxrank.LatentAPSVM(**kw).fit(X, y, bags=bags)
@@ -576,7 +576,7 @@ def test_save_load_round_trip(fitted, bagged, tmp_path):
         np.testing.assert_array_equal(back.decision_function(X, bags=bags),
                                       m.decision_function(X, bags=bags))
         np.testing.assert_array_equal(back.cccp_objectives_, m.cccp_objectives_)
-        assert back.n_outer_iter_ == m.n_outer_iter_
+        assert back.n_cccp_iter_ == m.n_cccp_iter_
 
 
 def test_cli_train_predict_evaluate_on_svmlight_bags(bagged, tmp_path, capsys):
@@ -609,7 +609,7 @@ def test_cli_train_predict_evaluate_on_svmlight_bags(bagged, tmp_path, capsys):
     ref = jaxrank.LatentAPSVM(C=10.0, inference="greedy", n_init=1, random_state=0).fit(
         Xf, yf, bags=qid)
     np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-6)
-    assert m.n_outer_iter_ == ref.n_outer_iter_
+    assert m.n_cccp_iter_ == ref.n_cccp_iter_
     # A file without qid: is refused for a latent model.
     flat = tmp_path / "flat.svm"
     dump_svmlight_file(X, y_line, str(flat), zero_based=False)
@@ -713,7 +713,7 @@ def test_musk1_latent_apsvm_beats_chance():
     train = _split(yb)
     tr = np.isin(bags, ids[train])
     m = jaxrank.LatentAPSVM(C=10.0, inference="greedy", n_init=1, random_state=0,
-                            max_outer_iter=4, tol=1e-3, max_iter=300)
+                            cccp_max_iter=4, tol=1e-3, max_iter=300)
     with warnings.catch_warnings():  # 300 iterations per step: a smoke test
         warnings.simplefilter("ignore", ConvergenceWarning)
         m.fit(X[tr], yb[train], bags=bags[tr])
@@ -727,14 +727,14 @@ def test_converged_certifies_the_last_cccp_step_and_the_stop_rule():
     """``converged_``: the last convex step reached ``tol`` and CCCP stopped by its
     rule. A first step cut off at ``max_iter`` changes the path, not the certificate
     (no warning); a last step cut off (after its one continuation), or
-    ``max_outer_iter`` reached, is unconverged and warns."""
+    ``cccp_max_iter`` reached, is unconverged and warns."""
     a = np.loadtxt(shared("mil", "musk1.csv"), delimiter=",")
     X = StandardScaler().fit_transform(a[:, 2:]).astype(np.float32)
     bags = a[:, 1].astype(np.int64)
     _, first = np.unique(bags, return_index=True)
     y = a[first, 0].astype(int)
     tol = 1e-3
-    kw = dict(C=10.0, n_init=1, random_state=0, tol=tol, max_outer_iter=10)
+    kw = dict(C=10.0, n_init=1, random_state=0, tol=tol, cccp_max_iter=10)
 
     def fit(**extra):
         with warnings.catch_warnings(record=True) as caught:
@@ -748,7 +748,7 @@ def test_converged_certifies_the_last_cccp_step_and_the_stop_rule():
     assert m.cccp_gaps_[-1] <= tol * (m.dual_objective_ + m.cccp_gaps_[-1])  # ... the last did not
     F = m.cccp_objectives_
     # CCCP's own stop (a decrease below tol or an unchanged imputation), before the cap
-    assert 2 <= m.n_outer_iter_ < kw["max_outer_iter"]
+    assert 2 <= m.n_cccp_iter_ < kw["cccp_max_iter"]
     assert m.converged_ and warned == []
     assert m.objective_ == pytest.approx(F.min(), rel=1e-6)
 
@@ -757,13 +757,13 @@ def test_converged_certifies_the_last_cccp_step_and_the_stop_rule():
     # both stopped at max_iter (step k's gap over F after step k - 1 is a lower bound
     # on its relative gap: its convex bound is tight there and it starts there).
     g, F = short.cccp_gaps_, short.cccp_objectives_
-    assert short.n_outer_iter_ >= 3 and g[-1] > tol * F[-2] and g[-2] > tol * F[-3]
+    assert short.n_cccp_iter_ >= 3 and g[-1] > tol * F[-2] and g[-2] > tol * F[-3]
     assert not short.converged_
     assert len(warned) == 1 and "the last convex CCCP step" in warned[0]
 
-    capped, warned = fit(max_iter=80, max_outer_iter=m.n_outer_iter_ - 1)
+    capped, warned = fit(max_iter=80, cccp_max_iter=m.n_cccp_iter_ - 1)
     assert not capped.converged_
-    assert sum("max_outer_iter" in w for w in warned) == 1
+    assert sum("cccp_max_iter" in w for w in warned) == 1
 
 
 def test_musk1_latent_apsvm_converges_at_large_C_with_the_defaults():
@@ -779,13 +779,13 @@ def test_musk1_latent_apsvm_converges_at_large_C_with_the_defaults():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         m.fit(X, a[first, 0].astype(int), bags=bags)
-    assert m.converged_ and m.n_outer_iter_ >= 2
+    assert m.converged_ and m.n_cccp_iter_ >= 2
     obj, gap = m.cccp_objectives_, m.cccp_gaps_
     assert np.all(gap >= -1e-6 * obj)
     assert np.all(obj[1:] <= obj[:-1] * (1 + 1e-5))
 
 
-@pytest.mark.filterwarnings("ignore:LatentSVM. CCCP stopped at max_outer_iter")  # 4: a smoke test
+@pytest.mark.filterwarnings("ignore:LatentSVM. CCCP stopped at cccp_max_iter")  # 4: a smoke test
 def test_fox_latent_svm_trains_on_image_region_bags():
     from scipy.io import loadmat
 
@@ -797,7 +797,7 @@ def test_fox_latent_svm_trains_on_image_region_bags():
     train = _split(yb)
     ids = np.unique(bags)
     tr = np.isin(bags, ids[train])
-    m = jaxrank.LatentSVM(C=0.01, n_init=1, random_state=0, max_outer_iter=4, tol=1e-3)
+    m = jaxrank.LatentSVM(C=0.01, n_init=1, random_state=0, cccp_max_iter=4, tol=1e-3)
     m.fit(X[tr], yb[train], bags=bags[tr])
     assert np.all(np.diff(m.cccp_objectives_) <= 1e-5 * m.cccp_objectives_[:-1])
     dec = m.decision_function(X[~tr], bags=bags[~tr])

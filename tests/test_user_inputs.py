@@ -152,26 +152,26 @@ def test_latent_sweep_takes_bags_and_the_cli_reports_ap_over_bags(tmp_path, caps
     X[::per, 0] += 2.5 * yb  # one witness per positive bag
     names = np.array([f"bag{b:02d}" for b in bags])  # any hashable ids
     res = jaxrank.sweep(X, yb, model="latent-svm", bags=names, Cs=[0.1, 1.0], cv=2,
-                        max_iter=100, n_init=1, max_outer_iter=2, random_state=0, refit=False,
+                        max_iter=100, n_init=1, cccp_max_iter=2, random_state=0, refit=False,
                         param_grid={})
     assert res.val_ap.shape == (1, 2, 2) and np.all(np.isfinite(res.val_ap))
     path = tmp_path / "bags.svm"
     dump_svmlight_file(X, np.repeat(yb, per), str(path), zero_based=False, query_id=bags)
     assert main(["sweep", "--model", "latent-svm", "--Cs", "0.1,1", "--cv", "2",
-                 "--param", "n_init=1", "--param", "max_outer_iter=2", "--grid", "none",
+                 "--param", "n_init=1", "--param", "cccp_max_iter=2", "--grid", "none",
                  "--output-prefix", str(tmp_path / "lat"), str(path)]) == 0
     out = capsys.readouterr().out
     assert "mean validation AP over bags" in out and "MAP" not in out
     # --grid: the CV results of those settings, the same as sweep(param_grid=...).
     assert main(["sweep", "--model", "latent-svm", "--Cs", "0.1,1", "--cv", "2",
-                 "--param", "n_init=1", "--param", "max_outer_iter=2", "--param",
+                 "--param", "n_init=1", "--param", "cccp_max_iter=2", "--param",
                  "max_iter=100", "--grid", "J=balanced,balanced*0.1", "--grid", "c=0,0.3",
                  "--output-prefix", str(tmp_path / "grid"), str(path)]) == 0
     out = capsys.readouterr().out
     assert "chosen J" in out and "chosen c" in out
     summary = json.loads((tmp_path / "grid.json").read_text())
     ref = jaxrank.sweep(X, yb, model="latent-svm", bags=bags, Cs=[0.1, 1.0], cv=2,
-                        max_iter=100, n_init=1, max_outer_iter=2, random_state=0, refit=False,
+                        max_iter=100, n_init=1, cccp_max_iter=2, random_state=0, refit=False,
                         param_grid={"J": ["balanced", "balanced*0.1"], "c": [0, 0.3]})
     assert summary["params"] == ref.params and len(ref.params) == 8
     np.testing.assert_allclose(summary["mean_val_ap"]["bags"], ref.mean_val_ap[0], atol=1e-6)

@@ -12,6 +12,10 @@ import numpy as np
 FORMAT = "jaxrank-model"
 FORMAT_VERSION = 2
 
+# Parameters and fitted attributes renamed since earlier model files: read under
+# their current names (the renames are listed in CHANGELOG.md).
+_RENAMED = {"max_outer_iter": "cccp_max_iter", "n_outer_iter_": "n_cccp_iter_"}
+
 # Fitted attributes every saved model has (plus the class's ``_persist``).
 _COMMON = ("coef_", "intercept_", "classes_")
 
@@ -134,7 +138,6 @@ _ATTRIBUTES = {
     "cccp_objectives_": ("trace", "1d", None),
     "cccp_gaps_": ("trace", "1d", None),
     "n_cccp_iter_": ("count", "T?", None),
-    "n_outer_iter_": ("count", "T?", None),
     "init_objectives_": ("trace", "1d", None),
     "bandwidth_": ("value", "T?", "> 0"),
 }
@@ -280,6 +283,9 @@ def load(path):
         raise ValueError(f"{path}: metadata 'params' must be a JSON object.")
     if not isinstance(attrs, list) or not all(isinstance(a, str) for a in attrs):
         raise ValueError(f"{path}: metadata 'attributes' must be a list of names.")
+    params = {_RENAMED.get(k, k): v for k, v in params.items()}
+    attrs = [_RENAMED.get(a, a) for a in attrs]
+    arrays = {_RENAMED.get(k, k): v for k, v in arrays.items()}
     allowed = set(_saved_attributes(cls))
     if not set(_COMMON) <= set(attrs) or not set(attrs) <= allowed or set(attrs) != set(arrays):
         raise ValueError(f"{path}: the stored attributes {sorted(arrays)} do not match the "

@@ -34,6 +34,12 @@ from jaxrank._src.cli.options import (
 )
 
 
+def _version():
+    import jaxrank
+
+    return jaxrank.__version__
+
+
 def build_parser():
     from jaxrank._src.estimators.registry import ESTIMATORS
 
@@ -45,6 +51,7 @@ def build_parser():
         "SVMlight/LIBSVM (1-based indices; qid: = query ids; .gz/.bz2 ok), .npz (X, y), "
         ".npy/.csv (label in the last column).",
     )
+    p.add_argument("--version", action="version", version=f"jaxrank {_version()}")
     p.add_argument("--no-cache", action="store_true",
                    help="do not use the persistent compilation cache (default: compiled "
                    "programs are kept in ~/.cache/jaxrank or $JAXRANK_CACHE_DIR, so a "

@@ -53,7 +53,8 @@ class LatentEstimator(StructuredSVM):
 
     _parameter_constraints = {
         **StructuredSVM._parameter_constraints,
-        "max_outer_iter": [Interval(Integral, 1, None, closed="left")],
+        "cccp_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "cccp_tol": [Interval(Real, 0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "init": [StrOptions({"centroid", "random"})],
         "random_state": ["random_state"],
@@ -62,7 +63,7 @@ class LatentEstimator(StructuredSVM):
     _groups_param = "bags"
     _groups_required = True
     _groups_at_predict = True
-    _persist = ("n_outer_iter_", "cccp_objectives_", "cccp_gaps_", "init_objectives_")
+    _persist = ("n_cccp_iter_", "cccp_objectives_", "cccp_gaps_", "init_objectives_")
 
     def _features(self):
         return CandidateFeatures()
@@ -185,21 +186,22 @@ class LatentEstimator(StructuredSVM):
         (:func:`jaxrank._src.solvers.cccp.latent_cccp`)."""
         out = latent_cccp(
             model, data, problems, C, n_init=int(self.n_init), init=self.init,
-            rng=check_random_state(self.random_state), max_outer_iter=int(self.max_outer_iter),
-            tol=float(self.tol), max_iter=int(self.max_iter), batch_size=batch_size,
+            rng=check_random_state(self.random_state), cccp_max_iter=int(self.cccp_max_iter),
+            cccp_tol=float(self.cccp_tol), tol=float(self.tol), max_iter=int(self.max_iter),
+            batch_size=batch_size,
             devices=devices, verbose=type(self).__name__ if self.verbose else None)
-        extras = {"n_outer_iter_": out.n_iter, "cccp_objectives_": out.objectives,
+        extras = {"n_cccp_iter_": out.n_iter, "cccp_objectives_": out.objectives,
                   "cccp_gaps_": out.gaps, "init_objectives_": out.init_objectives,
                   "_hit_max_outer": out.hit_max_iter,
                   "_last_step_converged": out.last_step_converged}
         return out.result, extras
 
     def _fitted_extras(self, extras, pick):
-        self.n_outer_iter_ = int(np.asarray(extras["n_outer_iter_"])[0])
+        self.n_cccp_iter_ = int(np.asarray(extras["n_cccp_iter_"])[0])
         h = np.asarray(extras["cccp_objectives_"], np.float64)[0]
-        self.cccp_objectives_ = h[: self.n_outer_iter_].copy()
+        self.cccp_objectives_ = h[: self.n_cccp_iter_].copy()
         g = np.asarray(extras["cccp_gaps_"], np.float64)[0]
-        self.cccp_gaps_ = g[: self.n_outer_iter_].copy()
+        self.cccp_gaps_ = g[: self.n_cccp_iter_].copy()
         self.init_objectives_ = np.asarray(extras["init_objectives_"], np.float64)[0].copy()
 
     def _scores(self, W, data):
@@ -246,7 +248,7 @@ class LatentEstimator(StructuredSVM):
         Warns:
             ConvergenceWarning: the last convex step stopped at ``max_iter``
                 before its duality gap reached ``tol``, or CCCP stopped at
-                ``max_outer_iter``.
+                ``cccp_max_iter``.
         """
         self._check_params()
         t0 = time.perf_counter()
@@ -275,7 +277,7 @@ class LatentEstimator(StructuredSVM):
             warn_unconverged(self, step, " (the last convex CCCP step, latent variables fixed)")
         if bool(np.asarray(extras["_hit_max_outer"])[0]):
             warnings.warn(
-                f"{type(self).__name__}: CCCP stopped at max_outer_iter={self.max_outer_iter} "
+                f"{type(self).__name__}: CCCP stopped at cccp_max_iter={self.cccp_max_iter} "
                 "while the objective was still decreasing by more than tol.",
                 ConvergenceWarning, stacklevel=2)
         return self
@@ -351,9 +353,9 @@ class LatentEstimator(StructuredSVM):
 
 
 _COMMON_ARGS = """
-        max_outer_iter: maximum CCCP iterations (solver calls) per initialisation.
-        tol: relative duality gap of every convex step, and the relative
-            decrease of the objective below which CCCP stops.
+        cccp_max_iter: maximum CCCP iterations (solver calls) per initialisation.
+        cccp_tol: relative decrease of the objective below which CCCP stops.
+        tol: relative duality gap of every convex step.
         n_init: initialisations (imputations of the positive bags'
             candidates); the one with the lowest final objective is kept (the
             paper uses 3-5).
@@ -400,7 +402,7 @@ _COMMON_ATTRS = """
         n_iter_: solver iterations summed over the outer iterations of the kept run.
         converged_: whether CCCP's stopping certificate holds for the kept
             run: its last convex step reached ``tol`` and CCCP stopped by its
-            own rule, not at ``max_outer_iter``. If the imputation did not
+            own rule, not at ``cccp_max_iter``. If the imputation did not
             change, the last step's gap certifies ``coef_`` on the convex bound
             tight at it; if the objective decreased by less than ``tol``
             (relative), the bound tight at the iterate before the last step
@@ -412,13 +414,13 @@ _COMMON_ATTRS = """
             the rule would stop after a step that stopped at ``max_iter``,
             CCCP makes one more step instead (once per run), warm-started at
             that step's best iterate.
-        n_outer_iter_: CCCP iterations of the kept run.
-        cccp_objectives_: ``[n_outer_iter_]`` float64, the objective after every
+        n_cccp_iter_: CCCP iterations of the kept run.
+        cccp_objectives_: ``[n_cccp_iter_]`` float64, the objective after every
             outer iteration of the kept run. Non-increasing (up to float32
             rounding), converged steps or not: every convex step is
             warm-started at the previous iterate, where its upper bound equals
             this objective, and never returns a point above its start.
-        cccp_gaps_: ``[n_outer_iter_]`` float64, certified duality gap
+        cccp_gaps_: ``[n_cccp_iter_]`` float64, certified duality gap
             (objective minus dual bound) of every convex step.
         init_objectives_: ``[n_init]`` final objective of every initialisation.
         fit_time_: seconds."""
@@ -433,12 +435,14 @@ class _APLatentEstimator(LatentEstimator):
     }
     _default_Cs = (1.0, 10.0, 100.0, 1000.0)
 
-    def __init__(self, C=100.0, *, inference="select", max_outer_iter=30, tol=1e-4, n_init=3,
+    def __init__(self, C=100.0, *, inference="select", cccp_max_iter=30, cccp_tol=1e-4, tol=1e-4,
+                 n_init=3,
                  init="centroid", random_state=None, max_iter=5000, verbose=False,
                  devices=None, pos_label=None):
         self.C = C
         self.inference = inference
-        self.max_outer_iter = max_outer_iter
+        self.cccp_max_iter = cccp_max_iter
+        self.cccp_tol = cccp_tol
         self.tol = tol
         self.n_init = n_init
         self.init = init
@@ -634,7 +638,7 @@ class LatentSVM(LatentEstimator):
             ``coef_ = 0``.
         c: robustness fraction in ``[0, 1)``. With ``c > 0`` the ignored set
             moves between CCCP iterations and CCCP takes more of them, hence
-            the default ``max_outer_iter=100`` (30 for the other latent models).
+            the default ``cccp_max_iter=100`` (30 for the other latent models).
         fit_intercept: learn ``b`` (a regularised constant feature).{_COMMON_ARGS}
 
     Attributes:{ATTRS}
@@ -661,15 +665,17 @@ class LatentSVM(LatentEstimator):
     _default_param_grid = {"J": ("balanced", "balanced*0.3", "balanced*0.1"), "c": (0.0, 0.1)}
     _learns_intercept = True
 
-    def __init__(self, C=1.0, *, J="balanced", c=0.0, fit_intercept=True, max_outer_iter=100,
-                 tol=1e-4, n_init=3, init="centroid", random_state=None, max_iter=5000,
+    def __init__(self, C=1.0, *, J="balanced", c=0.0, fit_intercept=True, cccp_max_iter=100,
+                 cccp_tol=1e-4, tol=1e-4, n_init=3, init="centroid", random_state=None,
+                 max_iter=5000,
                  verbose=False, devices=None,
                  pos_label=None):
         self.C = C
         self.J = J
         self.c = c
         self.fit_intercept = fit_intercept
-        self.max_outer_iter = max_outer_iter
+        self.cccp_max_iter = cccp_max_iter
+        self.cccp_tol = cccp_tol
         self.tol = tol
         self.n_init = n_init
         self.init = init

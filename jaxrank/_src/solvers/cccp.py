@@ -196,8 +196,8 @@ def _convex_steps(model, data, problems, C, K, batch_size, devices, w0, *, tol, 
                      batch_size=batch_size, devices=devices, callback=None, w0=w0)
 
 
-def latent_cccp(model, data, problems, C, *, n_init, init, rng, max_outer_iter, tol, max_iter,
-                batch_size=None, devices=None, verbose=None):
+def latent_cccp(model, data, problems, C, *, n_init, init, rng, cccp_max_iter, cccp_tol, tol,
+                max_iter, batch_size=None, devices=None, verbose=None):
     """CCCP (Algorithm 1) for ``M`` fits times ``n_init`` initialisations.
 
     Each outer iteration is one compiled solver call over all ``M *
@@ -213,9 +213,9 @@ def latent_cccp(model, data, problems, C, *, n_init, init, rng, max_outer_iter, 
         init: ``"centroid"`` (the first initialisation imputes at the difference of the
             class centroids of the bag means, :func:`centroid_weights`) or ``"random"``.
         rng: ``numpy.random.RandomState`` of the random imputations.
-        max_outer_iter: maximum CCCP iterations per run.
-        tol: relative objective decrease below which CCCP stops, and the solver's
-            relative duality gap of each convex step.
+        cccp_max_iter: maximum CCCP iterations per run.
+        cccp_tol: relative objective decrease below which CCCP stops.
+        tol: the solver's relative duality gap of each convex step.
         max_iter: maximum solver iterations of each convex step.
         batch_size, devices: of the work queue (:func:`jaxrank._src.solvers.run.fit_batch`).
         verbose: ``None`` or the name to print progress under.
@@ -226,7 +226,7 @@ def latent_cccp(model, data, problems, C, *, n_init, init, rng, max_outer_iter, 
         problem), the dual bound of the convex problem that produced ``w``,
         the solver iterations summed over its outer iterations and whether it
         converged: its last convex step reached ``tol`` and CCCP stopped by
-        its own rule, not at ``max_outer_iter``.
+        its own rule, not at ``cccp_max_iter``.
 
     References:
         Behl et al., CVPR 2014, Algorithm 1; Yuille & Rangarajan 2003.
@@ -253,7 +253,7 @@ def latent_cccp(model, data, problems, C, *, n_init, init, rng, max_outer_iter, 
         devices = resolve_devices(devices)
         batch_size = choose_batch_size(batch_size, K, model.dim(data), len(devices),
                                        model.cache)
-    T_out = int(max_outer_iter)
+    T_out = int(cccp_max_iter)
     hist = np.full((K, T_out), np.nan)
     gaps = np.full((K, T_out), np.nan)
     active = np.ones(K, bool)
@@ -293,7 +293,7 @@ def latent_cccp(model, data, problems, C, *, n_init, init, rng, max_outer_iter, 
         prev = best_obj.copy()
         best_obj[better], best_w[better], best_dual[better] = (
             obj[better], W[better], dual[better])
-        small = np.isfinite(prev) & (prev - obj < tol * np.abs(prev))
+        small = np.isfinite(prev) & (prev - obj < cccp_tol * np.abs(prev))
         stop = a & (~changed | small)
         # The stop rule certifies a fit only after a converged convex step
         # (``converged_``): a last step that stopped at ``max_iter`` is
