@@ -5,9 +5,10 @@
   :class:`KernelRank`; weak supervision (bags of candidates, CCCP):
   :class:`LatentAPSVM`, :class:`LatentSVM`, :class:`LatentSSVM`; high-order
   (samples with a graph of similar pairs): :class:`HOBSVM`,
-  :class:`HOAPSVM`; every
+  :class:`HOAPSVM`; SVM-perf's other losses: :class:`F1SVM`,
+  :class:`PRBEPSVM`, :class:`PrecisionAtKSVM`, :class:`RecallAtKSVM`; every
   structured SVM derives from :class:`StructuredSVM`. :data:`ESTIMATORS` is
-  the registry (CLI names).
+  the registry (CLI names), :func:`register_estimator` adds to it.
 * :func:`sweep` — every (task, C, fold) fit of a grid search in one compiled
   call (also in :mod:`jaxrank.model_selection`).
 * :mod:`jaxrank.models` — the structured-model interface (feature maps,
@@ -26,28 +27,23 @@ All kernels are pure and compose with ``jit``/``vmap``/``grad``.
 
 import importlib
 
-# Public names -> the module that defines them. Imported on first access
+from jaxrank._src.estimators import registry as _registry
+
+# Public names -> the module that defines them; every registered estimator
+# class under its class name (the registry is the one list). Imported on first access
 # (PEP 562), so ``import jaxrank`` and the command line load only what a run uses.
 _SUBMODULES = ("datasets", "graph", "inference", "losses", "metrics",
                "model_selection", "models", "solvers")
 _ATTRIBUTES = {
-    "APSVM": "jaxrank._src.estimators.ap",
-    "APSVMApprox": "jaxrank._src.estimators.appx",
-    "AUCSVM": "jaxrank._src.estimators.auc",
     "StructuredSVM": "jaxrank._src.estimators.base",
-    "BinarySVM": "jaxrank._src.estimators.binary",
     "load_data": "jaxrank._src.data",
-    "HOAPSVM": "jaxrank._src.estimators.high_order",
-    "HOBSVM": "jaxrank._src.estimators.high_order",
     "load": "jaxrank._src.io",
     "save": "jaxrank._src.io",
-    "KernelRank": "jaxrank._src.estimators.kernelrank",
-    "LatentAPSVM": "jaxrank._src.estimators.latent",
-    "LatentSSVM": "jaxrank._src.estimators.latent",
-    "LatentSVM": "jaxrank._src.estimators.latent",
     "ESTIMATORS": "jaxrank._src.estimators.registry",
+    "register_estimator": "jaxrank._src.estimators.registry",
     "SweepResult": "jaxrank._src.estimators.sweep",
     "sweep": "jaxrank._src.estimators.sweep",
+    **_registry.class_modules(),
 }
 
 
@@ -73,31 +69,4 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-
-__all__ = [
-    "APSVM",
-    "APSVMApprox",
-    "AUCSVM",
-    "BinarySVM",
-    "ESTIMATORS",
-    "HOAPSVM",
-    "HOBSVM",
-    "KernelRank",
-    "LatentAPSVM",
-    "LatentSSVM",
-    "LatentSVM",
-    "StructuredSVM",
-    "SweepResult",
-    "datasets",
-    "graph",
-    "inference",
-    "load",
-    "load_data",
-    "losses",
-    "metrics",
-    "model_selection",
-    "models",
-    "save",
-    "solvers",
-    "sweep",
-]
+__all__ = sorted({*_ATTRIBUTES, *_SUBMODULES})

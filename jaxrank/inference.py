@@ -22,8 +22,15 @@ The subgradient of the structured hinge in a linear model ``s = X w`` is
     (0.6666666..., 0.6666666...)
 """
 
-from jaxrank._src.oracles.auc import auc_most_violated, auc_oracle
 from jaxrank._src.oracles.ap import METHODS, ap_most_violated, ap_oracle
+from jaxrank._src.oracles.auc import auc_most_violated, auc_oracle
+from jaxrank._src.oracles.contingency import (
+    f1_oracle,
+    k_from_fraction,
+    prbep_oracle,
+    precision_at_k_oracle,
+    recall_at_k_oracle,
+)
 from jaxrank._src.oracles.sorting import sort_path
 from jaxrank._src.oracles.zero_one import zero_one_most_violated, zero_one_oracle
 from jaxrank._src.types import Violation
@@ -35,6 +42,11 @@ __all__ = [
     "ap_oracle",
     "auc_most_violated",
     "auc_oracle",
+    "f1_oracle",
+    "k_from_fraction",
+    "prbep_oracle",
+    "precision_at_k_oracle",
+    "recall_at_k_oracle",
     "sort_path",
     "zero_one_most_violated",
     "zero_one_oracle",

@@ -1,6 +1,7 @@
-"""Ranking metrics (public API): :func:`average_precision`, :func:`roc_auc`.
+"""Ranking metrics (public API): :func:`average_precision`, :func:`roc_auc`, and
+SVM-perf's measures :func:`f1_at_zero`, :func:`prbep`, :func:`precision_at_k`, :func:`recall_at_k`.
 
-Both are pure, jit- and vmap-able over leading batch axes, and equal to
+The first two are pure, jit- and vmap-able over leading batch axes, and equal to
 scikit-learn's ``average_precision_score`` / ``roc_auc_score`` with ties::
 
     >>> import jax, jax.numpy as jnp
@@ -12,5 +13,7 @@ scikit-learn's ``average_precision_score`` / ``roc_auc_score`` with ties::
 """
 
 from jaxrank._src.metrics import average_precision, roc_auc
+from jaxrank._src.oracles.contingency import f1_at_zero, prbep, precision_at_k, recall_at_k
 
-__all__ = ["average_precision", "roc_auc"]
+__all__ = ["average_precision", "f1_at_zero", "prbep", "precision_at_k", "recall_at_k",
+           "roc_auc"]

@@ -24,11 +24,22 @@ worked example of a user-defined model.
   :class:`GraphData`, problems :class:`HOBProblem`, :class:`HOAPProblem`.
 """
 
+from jaxrank._src.features import Design, Intercept, LinearFeatures, design
 from jaxrank._src.models.ap import APModel, query_layout
 from jaxrank._src.models.appx import AppxModel, AppxProblem
 from jaxrank._src.models.auc import AUCModel
+from jaxrank._src.models.base import ItemProblem, Model, QueryProblem
 from jaxrank._src.models.binary import BinaryModel
-from jaxrank._src.features import Design, Intercept, LinearFeatures, design
+from jaxrank._src.models.contingency import ContingencyModel, ContingencyProblem
+from jaxrank._src.models.high_order import (
+    GraphData,
+    HighOrderFeatures,
+    HOAPModel,
+    HOAPProblem,
+    HOBModel,
+    HOBProblem,
+    pairwise_design,
+)
 from jaxrank._src.models.latent import (
     BagData,
     CandidateFeatures,
@@ -39,16 +50,6 @@ from jaxrank._src.models.latent import (
     bag_data,
 )
 from jaxrank._src.solvers.cccp import cccp_update, latent_objective
-from jaxrank._src.models.high_order import (
-    GraphData,
-    HighOrderFeatures,
-    HOAPModel,
-    HOAPProblem,
-    HOBModel,
-    HOBProblem,
-    pairwise_design,
-)
-from jaxrank._src.models.base import ItemProblem, Model, QueryProblem
 from jaxrank._src.types import FeatureMap, HingeTerms, StructuredModel
 
 __all__ = [
@@ -59,6 +60,8 @@ __all__ = [
     "BagData",
     "BinaryModel",
     "CandidateFeatures",
+    "ContingencyModel",
+    "ContingencyProblem",
     "Design",
     "GraphData",
     "HOAPModel",

@@ -31,6 +31,7 @@ from jaxrank._src.cli.options import (
     _pos_weight,
     _positive_float,
     _positive_int,
+    _positive_number,
 )
 
 
@@ -75,8 +76,9 @@ def build_parser():
         q.add_argument("--pos-weight", type=_pos_weight, default=None,
                        help="svm: weight of positives in the hinge, a number > 0 or "
                        "'balanced' (n_neg / n_pos of the training samples; the default)")
-        q.add_argument("--k", type=_positive_float, default=None,
-                       help="apsvm-appx: fraction of the easy set kept, in (0, 1]")
+        q.add_argument("--k", type=_positive_number, default=None,
+                       help="apsvm-appx: fraction of the easy set kept, in (0, 1]; "
+                       "prec-at-k-svm, rec-at-k-svm: the k of Prec@k / Rec@k (a count)")
         q.add_argument("--C-binary", dest="C_binary", type=_positive_float, default=None,
                        help="apsvm-appx: C of the first-stage binary SVM (default C/n)")
         q.add_argument("--pos-label", type=_label_value, default=None, metavar="LABEL",

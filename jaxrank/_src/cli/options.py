@@ -43,6 +43,15 @@ def _pos_weight(text):
     return "balanced" if text == "balanced" else _positive_float(text)
 
 
+def _positive_number(text):
+    """A number > 0 that keeps its kind: ``20`` an int (a count), ``0.5`` a float."""
+    v = _positive_float(text)
+    try:
+        return int(text)
+    except ValueError:
+        return v
+
+
 def _nonnegative_float(text):
     try:
         v = float(text)

@@ -1,8 +1,10 @@
-"""The one registry of estimator classes (used by sweep, the CLI and save/load).
+"""The one registry of estimator classes (sweep, the CLI, save/load, re-exports, tests).
 
-Adding a model family is one module (its model and estimator) plus one entry
-here. The key is the model's name on the command line (``--model``) and in
-:func:`jaxrank.sweep`; ``save``/``load`` store the class name.
+Adding a model family is its modules (oracle, model, estimator) plus one entry
+here, or a call of :func:`register_estimator` for a class defined elsewhere.
+The key is the model's name on the command line (``--model``) and in
+:func:`jaxrank.sweep`; ``save``/``load`` store the class name; ``jaxrank``
+re-exports every registered class under its class name.
 """
 
 from __future__ import annotations
@@ -23,10 +25,51 @@ _ENTRIES = {
     "latent-ssvm": ("jaxrank._src.estimators.latent", "LatentSSVM"),
     "hob-svm": ("jaxrank._src.estimators.high_order", "HOBSVM"),
     "hoap-svm": ("jaxrank._src.estimators.high_order", "HOAPSVM"),
+    "f1-svm": ("jaxrank._src.estimators.contingency", "F1SVM"),
+    "prbep-svm": ("jaxrank._src.estimators.contingency", "PRBEPSVM"),
+    "prec-at-k-svm": ("jaxrank._src.estimators.contingency", "PrecisionAtKSVM"),
+    "rec-at-k-svm": ("jaxrank._src.estimators.contingency", "RecallAtKSVM"),
 }
 
 
+def register_estimator(name, cls):
+    """Register an estimator class under ``name``.
+
+    The class then works in :func:`jaxrank.sweep` (``model=name``), the command
+    line (``jaxrank train --model name``) and :func:`jaxrank.save` /
+    :func:`jaxrank.load`, like the built-in ones. It should derive from
+    :class:`jaxrank.StructuredSVM` (hooks ``_model``, ``_problems``; see its
+    docstring).
+
+    Args:
+        name: ``str``, the registry name (letters, digits and ``-``).
+        cls: the estimator class.
+
+    Raises:
+        TypeError: ``cls`` is not a class or ``name`` not a string.
+        ValueError: ``name`` malformed or taken, or another registered class
+            has the same class name (model files store class names).
+    """
+    if not isinstance(name, str) or not isinstance(cls, type):
+        raise TypeError(f"register_estimator needs a name (str) and a class; got "
+                        f"{type(name).__name__} and {type(cls).__name__}.")
+    if not name or not all(c.isalnum() or c == "-" for c in name):
+        raise ValueError(f"name must be letters, digits and '-'; got {name!r}.")
+    if name in _ENTRIES:
+        raise ValueError(f"an estimator is already registered as {name!r}.")
+    if cls.__name__ in class_names():
+        raise ValueError(f"a registered estimator is already named {cls.__name__}.")
+    _ENTRIES[name] = (cls.__module__, cls.__name__)
+    _CLASSES[(cls.__module__, cls.__name__)] = cls
+
+
+# Classes registered with register_estimator (their modules need not be importable by name).
+_CLASSES = {}
+
+
 def _load(entry):
+    if entry in _CLASSES:
+        return _CLASSES[entry]
     module, cls = entry
     return getattr(importlib.import_module(module), cls)
 
@@ -70,6 +113,11 @@ def name_of(estimator):
         if entry[1] == cls.__name__ and _load(entry) is cls:
             return k
     return None
+
+
+def class_modules():
+    """``{class name: module}`` of the registered estimators (no import)."""
+    return {c: m for m, c in _ENTRIES.values()}
 
 
 def class_names():

@@ -211,7 +211,9 @@ def _print_progress(it, obj, dual):
 def _to_device(a, dtype=None):
     """A host array on the default device: ``jax.device_put`` (``jnp.asarray`` of a
     NumPy array runs a copy program, compiled once per shape and process)."""
-    return jax.device_put(np.ascontiguousarray(a, dtype))
+    a = np.asarray(a, dtype)
+    # (np.ascontiguousarray makes 0-d arrays 1-d: scalar leaves stay scalars.)
+    return jax.device_put(np.ascontiguousarray(a) if a.ndim else a)
 
 
 # ``data @ W`` as one program (an eager product dispatches each of its
