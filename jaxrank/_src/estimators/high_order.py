@@ -3,7 +3,6 @@ r"""High-order rankers as scikit-learn estimators: HOBSVM, HOAPSVM (Dokania et a
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from numbers import Integral, Real
 
@@ -35,14 +34,13 @@ from jaxrank._src.models.high_order import (
     HOBModel,
     HOBProblem,
     _easiest_positives,
-    _hoap_objective,
     _linearise,
     _mm_scores,
     pairwise_design,
 )
 from jaxrank._src.oracles import maxflow as G
 from jaxrank._src.oracles.ap import METHODS as AP_METHODS
-from jaxrank._src.solvers.cccp import defer_uncertified_stop
+from jaxrank._src.solvers.cccp import cccp, cccp_update
 from jaxrank._src.solvers.run import (
     _print_progress,
     choose_batch_size,
@@ -616,66 +614,41 @@ class HOAPSVM(_HighOrderSVM):
                                  batch_size=batch_size)
         else:
             W = jnp.zeros((M, feats.dim(data)), jnp.float32)
-        objective = functools.partial(_hoap_objective, data=data, positive=pos, where=where,
-                                      features=feats, graph_method=gm, kp=model.kp,
-                                      method=model.method)
-        F = np.asarray(objective(W, C), np.float64)
-        history = [F]
-        step_gaps = []
-        active = np.ones(M, bool)
-        n_steps = np.zeros(M, int)
-        W_best = np.asarray(W).copy()  # the iterate of lowest objective (16) so far
-        F_best = F.copy()
-        last = None
-        resolves = np.zeros(M, np.int64)
-        for t in range(int(self.cccp_max_iter)):
-            fraction = self.SPL_START * self.SPL_MU ** t if self.self_paced else 1.0
-            where_t = where
-            if fraction < 1:
-                # Self-paced step: the hardest positives at W leave the convex
-                # step (isolated and masked, as samples outside ``where``).
-                S = _mm_scores(jnp.asarray(W), data, where, features=feats, graph_method=gm)
-                where_t = jnp.asarray(_easiest_positives(S, pos, where, fraction))
-            ybar = _linearise(W, data, pos, where_t, features=feats, graph_method=gm)
-            probs = problems._replace(ybar=ybar, where=where_t)
+        probs = problems._replace(
+            ybar=_linearise(W, data, pos, where, features=feats, graph_method=gm))
+        _, F0, _ = cccp_update(model, data, probs, jnp.asarray(W), C)
+
+        def schedule(t, Wt, run):
+            fraction = self.SPL_START * self.SPL_MU ** t
+            if not self.self_paced or fraction >= 1:
+                return run, True
+            # Self-paced step: the hardest positives at W leave the convex step
+            # (isolated and masked, as samples outside ``where``); CCCP does not
+            # stop while the share grows.
+            S = _mm_scores(jnp.asarray(Wt), data, where, features=feats, graph_method=gm)
+            where_t = jnp.asarray(_easiest_positives(S, pos, where, fraction)) & run.where
+            ybar = _linearise(jnp.asarray(Wt), data, pos, where_t, features=feats,
+                              graph_method=gm)
+            return run._replace(ybar=ybar, where=where_t), False
+
+        def solve(run, Cs, w0):
             # Warm start at W, where the convex bound (17) is tight: the step
             # never returns a point above (16) at W, converged or not.
-            res, _ = _run_fits(self, model, data, probs, C, single=single,
-                               batch_size=batch_size, progress=progress, w0=W)
-            W_new = res.w
-            F_new = np.asarray(objective(W_new, C), np.float64)
-            res_np = jax.tree_util.tree_map(np.asarray, res)
-            if last is None:
-                last = res_np
-            else:
-                keep = active.copy()
-                last = jax.tree_util.tree_map(
-                    lambda a, b, k=keep: np.where(k.reshape((M,) + (1,) * (a.ndim - 1)), b, a),
-                    last, res_np)
-            better = active & (F_new < F_best)
-            W_best[better] = np.asarray(W_new)[better]
-            F_best[better] = F_new[better]
-            n_steps[active] += 1
-            F_rec = np.where(active, F_new, history[-1])
-            history.append(F_rec)
-            step_gaps.append(np.where(active, np.asarray(res_np.objective, np.float64)
-                                      - np.asarray(res_np.dual, np.float64), 0.0))
-            done = (history[-2] - F_new) <= float(self.cccp_tol) * np.abs(history[-2])
-            done &= fraction >= 1  # no stop while the self-paced share grows
-            # Only a converged step certifies a stop (runs already stopped stay so).
-            done = defer_uncertified_stop(done & active, np.asarray(res_np.converged, bool),
-                                          resolves)
-            if self.verbose:
-                print(f"HOAPSVM: CCCP step {t + 1}: objective (16) {F_rec.tolist()}", flush=True)
-            active &= ~done
-            W = W_new
-            if not active.any():
-                break
-        hist = np.stack(history, axis=1)  # [M, K]
-        extras = {"cccp_objectives_": hist, "n_cccp_iter_": n_steps,
-                  "cccp_gaps_": np.stack(step_gaps, axis=1)}
-        result = last._replace(w=W_best)
-        return result, extras
+            return _run_fits(self, model, data, run, Cs, single=single,
+                             batch_size=batch_size, progress=progress, w0=w0)[0]
+
+        tr = cccp(model, data, probs, C, np.asarray(W, np.float32), solve=solve,
+                  cccp_max_iter=int(self.cccp_max_iter), cccp_tol=float(self.cccp_tol),
+                  initial_objective=np.asarray(F0, np.float64), stop_unchanged=False,
+                  schedule=schedule, verbose="HOAPSVM" if self.verbose else None)
+        # Objective (16) at w_0, w_1, ...: each row padded with its last value.
+        hist = np.concatenate([np.asarray(F0, np.float64)[:, None], tr.objectives], axis=1)
+        for k in range(1, hist.shape[1]):
+            hist[:, k] = np.where(np.isnan(hist[:, k]), hist[:, k - 1], hist[:, k])
+        hist = hist[:, : int(tr.n_iter.max()) + 1]
+        gaps = np.nan_to_num(tr.gaps[:, : int(tr.n_iter.max())], nan=0.0)
+        extras = {"cccp_objectives_": hist, "n_cccp_iter_": tr.n_iter, "cccp_gaps_": gaps}
+        return tr.last._replace(w=tr.w), extras
 
     def _apsvm_init(self, model, data, problems, C, *, single, batch_size=None):
         """``[M, dim]`` minimisers of (16) with ``w2 = 0``: AP-SVM(``2 C``) (module docstring).

@@ -399,6 +399,22 @@ class HOAPModel(Model):
             cp = jnp.where(problem.where[lay.edges[:, 0]] & problem.where[lay.edges[:, 1]], cp, 0)
         return Violation(loss=r.loss, coef=(cu, cp), aux=r.aux, hinge=r.hinge)
 
+    def impute(self, S, problem):
+        """CCCP's linearisation at the scores ``S``: the labelings ``Ybar`` of Proposition 4.
+
+        Args:
+            S: the scores of :class:`HighOrderFeatures` at the current ``w``.
+            problem: :class:`HOAPProblem` (no batch axis).
+
+        Returns:
+            ``problem`` with ``ybar`` the labelings that attain each sample's
+            max-marginal at its true label (Dokania et al., ECCV 2014, Prop. 4).
+        """
+        unary, pair = _masked(S, problem.layout, problem.where)
+        mg = G.layout_max_marginals(problem.layout, unary, pair, method=self.graph_method,
+                                    flips=True)
+        return problem._replace(ybar=truth_labelings(mg, problem.layout, problem.positive))
+
 
 @functools.partial(jax.jit, static_argnames=("features", "graph_method"))
 def _linearise(W, data, positive, where, *, features, graph_method):
@@ -449,16 +465,3 @@ def _easiest_positives(S, positive, where, fraction):
     np.put_along_axis(rank, order, np.arange(order.shape[1])[None, :], axis=1)
     n_keep = np.ceil(fraction * pos.sum(axis=1)).astype(np.int64)
     return where & (~pos | (rank < n_keep[:, None]))
-
-
-@functools.partial(jax.jit, static_argnames=("features", "graph_method", "kp", "method"))
-def _hoap_objective(W, C, data, positive, where, *, features, graph_method, kp, method):
-    """``[M]`` objective (16) ``1/2||w||^2 + C max_R [Delta + S(R) - S(R*)]`` at ``W``."""
-
-    def one(w, c, pos, wh):
-        unary, pair = _masked(features(w, data), data.layout, wh)
-        s = G.layout_max_marginals(data.layout, unary, pair, method=graph_method).scores()
-        r = ap_oracle(s, pos, wh, kp=kp, method=method)
-        return 0.5 * jnp.dot(w, w) + c * jnp.maximum(r.hinge, 0)
-
-    return jax.vmap(one)(W, C, positive, where)
