@@ -6,6 +6,7 @@ from sklearn.datasets import dump_svmlight_file
 
 import jaxrank
 from jaxrank import cli
+from jaxrank._src.cli import commands as cli_commands
 from jaxrank.cli import main
 
 
@@ -200,7 +201,7 @@ def test_progress_with_progress_or_large_data_and_q_silences_it(tmp_path, small_
     assert main(["train", "--model", "svm", str(train), str(tmp_path / "b.npz")]) == 0
     out = capsys.readouterr().out
     assert "iter " not in out and "trained BinarySVM" in out
-    monkeypatch.setattr(cli, "_PROGRESS_MIN_ENTRIES", 1)  # any file counts as large
+    monkeypatch.setattr(cli_commands, "_PROGRESS_MIN_ENTRIES", 1)  # any file counts as large
     assert main(["train", "--model", "svm", str(train), str(tmp_path / "c.npz")]) == 0
     assert "iter " in capsys.readouterr().out
     assert main(["train", "-q", "--progress", "--model", "svm", str(train),

@@ -42,12 +42,16 @@ class Design:
         indptr: ``[n + 1]`` int32 CSR row offsets into ``X.data`` (sparse
             only, else ``None``).
         shape: static ``(n, d)``.
+        known_max_row_norm: ``max_i ||x_i||`` of the data it was made from, when
+            recorded (:func:`jaxrank._src.layout.remember_row_norm`), else ``None``;
+            not a pytree leaf (a transformed design forgets it).
     """
 
     def __init__(self, X, indptr=None):
         self.X = X
         self.indptr = indptr
         self.shape = tuple(int(s) for s in X.shape)
+        self.known_max_row_norm = None
 
     def tree_flatten(self):
         return (self.X, self.indptr), self.shape
@@ -57,6 +61,7 @@ class Design:
         obj = object.__new__(cls)
         obj.X, obj.indptr = children
         obj.shape = aux
+        obj.known_max_row_norm = None
         return obj
 
     @property

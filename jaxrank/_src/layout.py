@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import weakref
 
 import jax
 import jax.numpy as jnp
@@ -189,7 +188,7 @@ def max_row_norm(X):
     import scipy.sparse as sp
 
     if isinstance(X, Design):
-        known = _ROW_NORMS.get(X)
+        known = X.known_max_row_norm
         if known is not None:
             return known
         if X.sparse:
@@ -234,13 +233,9 @@ def _scaled_row_norm(X, step):
     return m * math.sqrt(q)
 
 
-# R of the Designs that fit made (weak keys: forgotten with the Design).
-_ROW_NORMS = weakref.WeakKeyDictionary()
-
-
 def remember_row_norm(data, R):
-    """Record ``R = max_row_norm(X)`` for the :class:`Design` ``data`` made from ``X``."""
-    _ROW_NORMS[data] = float(R)
+    """Record ``R = max_row_norm(X)`` on the :class:`Design` ``data`` made from ``X``."""
+    data.known_max_row_norm = float(R)
     return data
 
 
