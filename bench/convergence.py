@@ -122,11 +122,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from _svmperf import build_svm_perf, read_model
 
 import numpy as np
 
@@ -809,32 +810,9 @@ def write_convergence(args, header, rows, summary, skipped, total):
 
 
 def build_svmperf(src, workdir):
-    """Unpack/copy SVM-perf into ``workdir`` and ``make`` it; the path of ``svm_perf_learn``."""
-    src = Path(src)
-    build = workdir / "svm_perf"
-    if src.is_dir():
-        shutil.copytree(src, build, ignore=shutil.ignore_patterns("*.o", "svm_perf_learn",
-                                                                  "svm_perf_classify"))
-    elif tarfile.is_tarfile(src):
-        build.mkdir()
-        with tarfile.open(src) as tar:
-            members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
-            try:
-                tar.extractall(build, members=members, filter="data")
-            except TypeError:  # Python without extraction filters
-                tar.extractall(build, members=members)
-    else:
-        raise SystemExit(f"--svmperf {src}: neither a directory nor a tar archive")
-    tops = [p for p in build.iterdir()]
-    if not (build / "Makefile").exists() and len(tops) == 1 and (tops[0] / "Makefile").exists():
-        build = tops[0]  # the archive had one top-level folder
-    # -fcommon: SVM-perf 3.00 defines `verbosity` in two files (GCC >= 10 defaults to
-    # -fno-common and the link fails without it).
-    for extra in (["SFLAGS=-fcommon"], []):
-        r = subprocess.run(["make", *extra], cwd=build, capture_output=True, text=True)
-        if r.returncode == 0 and (build / "svm_perf_learn").exists():
-            return build / "svm_perf_learn", build
-    raise SystemExit("building SVM-perf failed:\n" + (r.stdout + r.stderr)[-3000:])
+    """Unpack/copy SVM-perf into ``workdir`` and ``make`` it; ``(svm_perf_learn, build folder)``."""
+    build, _ = build_svm_perf(src, workdir, flag="--svmperf")
+    return build / "svm_perf_learn", build
 
 
 def find_example(src, build, given):
@@ -874,19 +852,7 @@ def run_svmperf(learn, args_list, train, model, timeout):
 
 def read_svmlight_model(path, d):
     """Weights ``[d]`` of a linear SVM-light model file (sum of alpha * support vector)."""
-    w = np.zeros(d + 1)
-    lines = Path(path).read_text().splitlines()
-    start = next(i for i, ln in enumerate(lines) if "threshold b" in ln) + 1
-    for ln in lines[start:]:
-        toks = ln.split("#", 1)[0].split()
-        if not toks:
-            continue
-        a = float(toks[0])
-        for t in toks[1:]:
-            j, v = t.split(":")
-            if int(j) <= d:
-                w[int(j) - 1] += a * float(v)
-    return w[:d]
+    return read_model(path, d)[0]
 
 
 def svmperf_mode(args, header):
