@@ -884,7 +884,7 @@ def test_half_precision_X_and_dataframes(name):
 
 
 def test_label_encodings_give_the_same_tasks():
-    """The one rule (jaxrank._src.estimators.base.labels_to_tasks, used by every estimator)."""
+    """The one rule (jaxrank._src.estimators.labels.labels_to_tasks, used by every estimator)."""
     from jaxrank._src.estimators.labels import labels_to_tasks
 
     _, y = _data()

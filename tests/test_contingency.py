@@ -14,17 +14,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score, precision_score, recall_score
 
-from jaxrank._src.oracles.contingency import (
-    f1_at_zero,
+from jaxrank.inference import (
     f1_oracle,
     k_from_fraction,
-    prbep,
     prbep_oracle,
-    precision_at_k,
     precision_at_k_oracle,
-    recall_at_k,
     recall_at_k_oracle,
 )
+from jaxrank.metrics import f1_at_zero, prbep, precision_at_k, recall_at_k
 
 KINDS = ("f1", "prbep", "prec", "rec")
 

@@ -56,7 +56,7 @@ def require_c_extension():
     if has_c_extension():
         return
     if os.environ.get("CI", "").lower() == "true":
-        pytest.fail("jaxrank._src._maxflow was not built (CI=true: setup.py builds it)")
+        pytest.fail("jaxrank._src.native._maxflow was not built (CI=true: setup.py builds it)")
     pytest.skip("C extension not built in this checkout")
 
 

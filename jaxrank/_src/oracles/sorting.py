@@ -10,7 +10,7 @@ compiled library is loaded (:mod:`jaxrank._src.native`), else NumPy through
 a JAX callback. GPU/TPU programs keep the pure-XLA path. The float
 arithmetic stays in XLA on every path and the host kernels return the XLA
 path's integers, so the results are bitwise identical
-(tests/test_sort_floor.py). Lists shorter than :func:`_host_min_len`
+(tests/internals/test_sort_floor.py). Lists shorter than :func:`_host_min_len`
 (``_NATIVE_MIN_LEN``, or ``_HOST_MIN_LEN`` for the NumPy callbacks, which
 also keep a program out of JAX's persistent compilation cache) take the XLA
 path.

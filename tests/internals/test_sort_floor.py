@@ -351,7 +351,7 @@ def test_buffer_callback_option_is_the_same():
     import subprocess
     import sys
 
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     res = subprocess.run([sys.executable, "-c", _BUFFER_SCRIPT], capture_output=True, text=True,
                          timeout=900, env=env, cwd=root)
