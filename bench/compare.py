@@ -116,6 +116,19 @@ def git(*args, cwd=ROOT, check=True):
                           check=check).stdout.strip()
 
 
+def _missing_native(tree):
+    """True if a tree has C sources of the native kernels but not their library.
+
+    The library is ``jaxrank/_src/_dcd*.so`` (before the layer packages) or
+    ``jaxrank/_src/native/_kernels*.so``.
+    """
+    src = tree / "jaxrank" / "_src"
+    for folder, lib in ((src, "_dcd*.so"), (src / "native", "_kernels*.so")):
+        if (folder / "dcd.c").exists():
+            return not any(folder.glob(lib))
+    return False
+
+
 def ensure_old_tree(workdir: Path, commit: str, allow_xla: bool = False) -> Path:
     """Detached worktree of ``commit`` at ``workdir/old`` plus the ``shared`` symlink."""
     old = workdir / "old"
@@ -137,13 +150,11 @@ def ensure_old_tree(workdir: Path, commit: str, allow_xla: bool = False) -> Path
             raise SystemExit(f"{link} exists and does not point to {shared}.")
     else:
         link.symlink_to(shared.resolve(), target_is_directory=True)
-    src = old / "jaxrank" / "_src"
-    if (not allow_xla and (old / "setup.py").exists() and any(src.glob("*.c"))
-            and not any(src.glob("_dcd*.so"))):
+    if not allow_xla and (old / "setup.py").exists() and _missing_native(old):
         # Without its native kernels the old code times its XLA fallback, and the
         # comparison would flatter the new code.
         raise SystemExit(
-            f"{src}/_dcd*.so is missing: build the old code's native kernels from its own "
+            f"{old}: the native kernels are missing: build the old code's from its own "
             f"sources first (e.g. `python setup.py build_ext --inplace` in {old}, or gcc "
             "with the flags of its setup.py), or pass --allow-xla-fallback.")
     return old
@@ -449,10 +460,9 @@ def main(argv=None):
                 cmd = command(s, tree, side, mode, out, override.get(s))
                 print(f"(cd {tree} && PYTHONPATH={tree} {' '.join(cmd)})")
         return 0
-    src = ROOT / "jaxrank" / "_src"
-    if (src / "dcd.c").exists() and not any(src.glob("_dcd*.so")) and not args.allow_xla:
+    if _missing_native(ROOT) and not args.allow_xla:
         raise SystemExit(
-            f"{src}/_dcd*.so is missing: the new code would time its slow XLA fallback of "
+            "the native kernels are missing: the new code would time its slow XLA fallback of "
             "the hinge block. Build it (python setup.py build_ext --inplace) or pass "
             "--allow-xla-fallback.")
     old = ensure_old_tree(workdir, args.old, args.allow_xla)
