@@ -165,6 +165,10 @@ def command(script, tree, side, mode, out, override=None):
     if override is not None:
         common = override
     extra = old_only if side == "old" else new_only
+    # Flags for one side that the script of that tree does not have (e.g. an old
+    # commit newer than the one they were written for) are left out.
+    source = (tree / "bench" / f"{script}.py").read_text()
+    extra = [a for a in extra if not a.startswith("--") or a in source]
     args = [a.replace("{out}", str(out)) for a in common + extra]
     return [sys.executable, str(tree / "bench" / f"{script}.py"), *args]
 
