@@ -333,20 +333,14 @@ class RankerMixin:
         check_is_fitted(self)
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
-    def score(self, X, y, sample_weight=None, *, groups=None):
-        """Average precision of :meth:`decision_function` on ``(X, y)``.
-
-        With ``groups`` (one query id per sample), the mean over queries of the
-        per-query AP (MAP; queries without a positive or without a negative
-        are left out). For a model fitted on a 2-D ``y``, the mean AP over
-        the task columns.
+    def _scored_tasks(self, X, y):
+        """``(scores [n, T] float32, positive [T, n] bool)`` of ``(X, y)`` for ``score``.
 
         Raises:
-            ValueError: ``sample_weight`` given, labels that are not this
-                model's ``classes_``, no query with both classes.
+            NotFittedError: before ``fit``.
+            ValueError: labels that are not this model's ``classes_``; a number
+                of task columns other than the fit's.
         """
-        if sample_weight is not None:
-            raise ValueError("sample_weight is not supported by the AP score.")
         check_is_fitted(self)
         Y = np.asarray(y)
         Y2 = Y[:, None] if Y.ndim == 1 else Y
@@ -362,6 +356,23 @@ class RankerMixin:
             raise ValueError(
                 f"y has {positive.shape[0]} task column(s); the model was fitted with "
                 f"{s.shape[1]}.")
+        return s, positive
+
+    def score(self, X, y, sample_weight=None, *, groups=None):
+        """Average precision of :meth:`decision_function` on ``(X, y)``.
+
+        With ``groups`` (one query id per sample), the mean over queries of the
+        per-query AP (MAP; queries without a positive or without a negative
+        are left out). For a model fitted on a 2-D ``y``, the mean AP over
+        the task columns.
+
+        Raises:
+            ValueError: ``sample_weight`` given, labels that are not this
+                model's ``classes_``, no query with both classes.
+        """
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported by the AP score.")
+        s, positive = self._scored_tasks(X, y)
         if groups is not None:
             return float(np.mean([map_score(s[:, t], positive[t], groups)
                                   for t in range(positive.shape[0])]))

@@ -20,7 +20,6 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted
 
 from jaxrank._src.estimators.base import DEVICES_CONSTRAINT, StructuredSVM
 from jaxrank._src.models.contingency import ContingencyModel, ContingencyProblem
@@ -85,21 +84,9 @@ class _ContingencySVM(StructuredSVM):
         """
         if sample_weight is not None:
             raise ValueError(f"sample_weight is not supported by {type(self).__name__}.score.")
-        check_is_fitted(self)
-        Y = np.asarray(y)
-        Y2 = Y[:, None] if Y.ndim == 1 else Y
-        unknown = np.setdiff1d(np.unique(Y2), self.classes_)
-        if unknown.size:
-            raise ValueError(
-                f"y has labels {unknown.tolist()[:6]} that are not among the model's classes_ "
-                f"{self.classes_.tolist()}.")
-        s = np.asarray(self.decision_function(X), np.float32)
-        s = s[:, None] if s.ndim == 1 else s
-        if s.shape[1] != Y2.shape[1]:
-            raise ValueError(f"y has {Y2.shape[1]} task column(s); the model was fitted with "
-                             f"{s.shape[1]}.")
-        return float(np.mean([self._score_one(s[:, t], Y2[:, t] == self.classes_[1])
-                              for t in range(Y2.shape[1])]))
+        s, positive = self._scored_tasks(X, y)
+        return float(np.mean([self._score_one(s[:, t], positive[t])
+                              for t in range(positive.shape[0])]))
 
 
 _ARGS = """
