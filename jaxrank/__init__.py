@@ -8,7 +8,10 @@
   :class:`HOAPSVM`; SVM-perf's other losses: :class:`F1SVM`,
   :class:`PRBEPSVM`, :class:`PrecisionAtKSVM`, :class:`RecallAtKSVM`; every
   structured SVM derives from :class:`StructuredSVM`. :data:`ESTIMATORS` is
-  the registry (CLI names), :func:`register_estimator` adds to it.
+  the registry (CLI names), :func:`register_estimator` adds to it; each
+  class declares the per-sample side input its ``fit`` takes (query ids, bag
+  ids, the sample graph, descriptor masks) as ``side_input``, a
+  :class:`SideInput` that ``sweep``, the CLI and cross-validation read.
 * :func:`sweep` — every (task, C, fold) fit of a grid search in one compiled
   call (also in :mod:`jaxrank.model_selection`).
 * :mod:`jaxrank.models` — the structured-model interface (feature maps,
@@ -41,6 +44,7 @@ _ATTRIBUTES = {
     "save": "jaxrank._src.io",
     "ESTIMATORS": "jaxrank._src.estimators.registry",
     "register_estimator": "jaxrank._src.estimators.registry",
+    "SideInput": "jaxrank._src.estimators.side",
     "SweepResult": "jaxrank._src.estimators.sweep",
     "sweep": "jaxrank._src.estimators.sweep",
     **_registry.class_modules(),

@@ -26,7 +26,7 @@ def fast_params(name):
 
 
 def needs_side_input(cls):
-    """Whether ``fit`` needs ``bags=`` or ``edges=`` (the estimator's declared inputs)."""
-    return bool(getattr(cls, "_groups_required", False) or getattr(cls, "_needs_edges", False))
+    """Whether ``fit`` needs a side input (``bags=``, ``edges=``: its ``side_input``)."""
+    return cls.side_input is not None and cls.side_input.required
 
 

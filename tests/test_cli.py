@@ -1,8 +1,10 @@
 """CLI round trip: train -> predict -> evaluate, overwrite protection, demo."""
 
+import json
+
 import numpy as np
 import pytest
-from sklearn.datasets import dump_svmlight_file
+from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 import jaxrank
 from jaxrank import cli
@@ -452,15 +454,23 @@ def test_warnings_are_one_line(tmp_path, small_files, capsys):
     assert not any("warnings.warn" in line or ".py:" in line for line in err), err
 
 
-def test_sweep_offers_no_graph_models(tmp_path, small_files, capsys):
+def test_sweep_of_a_graph_model_takes_edges(tmp_path, small_files, capsys):
     train, _ = small_files
-    for model in ("hob-svm", "hoap-svm"):
-        with pytest.raises(SystemExit):
-            main(["sweep", str(train), "--model", model])
-        assert "invalid choice" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["sweep", "--help"])
-    assert "hob-svm" not in capsys.readouterr().out
+    X, y = load_svmlight_file(str(train))
+    X = X.toarray().astype(np.float32)
+    edges = np.array([(i, i + 1) for i in range(59) if (i + 1) % 3])  # components of 3
+    np.savetxt(tmp_path / "edges.txt", edges, fmt="%d")
+    args = ["sweep", str(train), "--model", "hob-svm", "--Cs", "0.01,0.1", "--cv", "2",
+            "--output-prefix", str(tmp_path / "hob"), "-q"]
+    assert main(args) == 2  # the graph model needs its edges
+    assert "--model hob-svm needs --edges EDGES.txt (edges)" in capsys.readouterr().err
+    assert main(args + ["--edges", str(tmp_path / "edges.txt")]) == 0
+    got = json.loads((tmp_path / "hob.json").read_text())
+    res = jaxrank.sweep(X, y, model="hob-svm", edges=edges, Cs=[0.01, 0.1], cv=2, refit=False)
+    np.testing.assert_allclose(got["mean_val_ap"]["label"], res.mean_val_ap[0], atol=1e-6)
+    assert main(["sweep", str(train), "--model", "svm", "--edges", str(tmp_path / "edges.txt"),
+                 "--output-prefix", str(tmp_path / "svm"), "-q"]) == 2
+    assert "--edges does not apply to --model svm" in capsys.readouterr().err
 
 
 def test_sweep_on_a_csv_with_a_header_names_the_file_and_line(tmp_path, capsys):

@@ -424,3 +424,32 @@ def test_save_load_and_command_line(data, hoap, tmp_path, capsys):
                  "--edges", str(tmp_path / "edges.txt"), "-o", str(tmp_path / "s2.txt")]) == 0
     np.testing.assert_allclose(np.loadtxt(tmp_path / "s2.txt"),
                                hoap_cli.decision_function(X, edges=e), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, Cs, kw, refit", [
+    ("hob-svm", [0.01, 0.1], {"eta": 0.5, "max_iter": 150}, True),
+    ("hoap-svm", [5.0], {"eta": 0.5, "cccp_max_iter": 2, "max_iter": 50}, False),
+])
+def test_sweep_fits_are_the_fits_on_whole_components(data, name, Cs, kw, refit):
+    """``sweep(edges=...)``: folds of whole components; each (C, fold) fit and its
+    validation AP are those of the estimator on the fold's own samples and subgraph."""
+    X, y, e = data
+    cls = jaxrank.ESTIMATORS[name]
+    res = jaxrank.sweep(X, y, model=name, edges=e, Cs=Cs, cv=2, refit=refit, **kw)
+    side, n = cls.side_input, len(y)
+    units = side.units(e, n)
+    for f in range(2 if refit else 1):  # (HOAP: one fold, no refit: compilations)
+        val = res.val_masks[0, f]
+        assert not set(units[val]) & set(units[~val])  # no component is split
+        for g, C in enumerate(Cs):
+            one = cls(C=C, **kw).fit(X[~val], y[~val], edges=side.take(e, ~val, n))
+            np.testing.assert_allclose(res.objective[0, g, f], one.objective_, rtol=1e-4)
+            np.testing.assert_allclose(
+                res.val_ap[0, g, f], one.score(X[val], y[val], edges=side.take(e, val, n)),
+                atol=1e-6)
+    if not refit:
+        return
+    best = res.best_estimators[0]
+    ref = cls(C=res.best_C[0], **kw).fit(X, y, edges=e)
+    np.testing.assert_allclose(best.objective_, ref.objective_, rtol=1e-4)
+    assert best.score(X, y, edges=e) == pytest.approx(ref.score(X, y, edges=e), abs=1e-6)

@@ -45,7 +45,7 @@ def expected_failures(estimator):
     """``{check name: reason}`` of the checks an estimator cannot pass."""
     if not needs_side_input(type(estimator)):
         return {}
-    side = "bags" if getattr(estimator, "_groups_required", False) else "edges"
+    side = estimator.side_input.name
     reason = (f"{type(estimator).__name__} needs {side}= in fit and predict, which "
               "scikit-learn's checks do not pass")
     return {getattr(c, "func", c).__name__: reason

@@ -95,10 +95,12 @@ def test_sweep_argument_errors_say_what_is_expected():
         jaxrank.sweep(X, y, model=None, **kw)
     with pytest.raises(ValueError, match=r"sweep\(model='latent-apsvm'\) needs bags="):
         jaxrank.sweep(X, y, model="latent-apsvm", **kw)
-    with pytest.raises(ValueError, match="sweep does not support HOBSVM: its fits need edges="):
+    with pytest.raises(ValueError, match=r"sweep\(model='hob-svm'\) needs edges="):
         jaxrank.sweep(X, y, model="hob-svm", **kw)
-    with pytest.raises(ValueError, match="bags= applies to the latent"):
+    with pytest.raises(ValueError, match=r"bags= does not apply to APSVM, which takes groups="):
         jaxrank.sweep(X, y, model="apsvm", bags=np.arange(len(y)) // 2, **kw)
+    with pytest.raises(ValueError, match="edges= does not apply to BinarySVM, which takes no "):
+        jaxrank.sweep(X, y, model="svm", edges=np.array([[0, 1]]), **kw)
     with pytest.raises(ValueError, match="got both bags= and groups="):
         ids = np.arange(len(y)) // 2
         jaxrank.sweep(X, y[::2], model="latent-svm", bags=ids, groups=ids, **kw)

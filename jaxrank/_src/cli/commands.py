@@ -91,26 +91,30 @@ def _read_edges(path):
     return e.astype(np.int64)
 
 
-def _extra_inputs(est, path, groups, edges, *, model_name):
-    """Keyword arguments of fit/decision_function from qid: and --edges (per class)."""
-    kw = {}
-    gname = getattr(est, "_groups_param", None)
-    if groups is not None:
-        if gname is None:
-            raise ValueError(
-                f"{path} has qid: columns; --model {model_name} trains one pooled ranking and "
-                "takes neither queries nor bags. Use --model apsvm (mean AP over queries), a "
-                "latent model (qid: = bag id) or remove the qid: columns.")
-        kw[gname] = groups
-    elif getattr(est, "_groups_required", False):
-        raise ValueError(f"--model {model_name} needs qid: columns in {path} ({gname}).")
-    if getattr(est, "_needs_edges", False):
-        if edges is None:
-            raise ValueError(f"--model {model_name} needs --edges EDGES.txt.")
-        kw["edges"] = edges
-    elif edges is not None:
+def _extra_inputs(est, path, groups, edges, *, model_name, predict=False):
+    """Keyword arguments of fit (``predict``: decision_function) from qid: and --edges.
+
+    Read from the class's declared side input (``side_input``): query or bag
+    ids come from the data file's ``qid:`` column, a graph from ``--edges``.
+    """
+    side = est.side_input
+    source = None if side is None else side.cli_source
+    if groups is not None and source != "qid":
+        raise ValueError(
+            f"{path} has qid: columns; --model {model_name} trains one pooled ranking and "
+            "takes neither queries nor bags. Use --model apsvm (mean AP over queries), a "
+            "latent model (qid: = bag id) or remove the qid: columns.")
+    if edges is not None and source != "--edges":
         raise ValueError(f"--edges does not apply to --model {model_name}.")
-    return kw
+    value = {"qid": groups, "--edges": edges}.get(source)
+    if value is None:
+        if side is not None and side.required:
+            need = "qid: columns in " + path if source == "qid" else "--edges EDGES.txt"
+            raise ValueError(f"--model {model_name} needs {need} ({side.name}).")
+        return {}
+    if predict and not side.at_predict:
+        return {}
+    return {side.name: value}
 
 
 # Seconds a step of the command runs before its elapsed-time line appears.
@@ -249,11 +253,8 @@ def cmd_predict(args):
 def _predict_inputs(model, args, groups):
     """decision_function keywords for MODEL on DATA (bags / edges where the class needs them)."""
     edges = _read_edges(getattr(args, "edges", None))
-    name = type(model).__name__
-    kw = _extra_inputs(model, args.data_file, groups, edges, model_name=name)
-    if not getattr(model, "_groups_at_predict", False):
-        kw.pop(getattr(model, "_groups_param", None) or "", None)
-    return kw
+    return _extra_inputs(model, args.data_file, groups, edges, model_name=type(model).__name__,
+                         predict=True)
 
 
 def _positive_labels(model, y, path):
@@ -280,8 +281,11 @@ def cmd_evaluate(args):
     with _Elapsed(f"scoring {X.shape[0]} samples"):
         s = np.asarray(model.decision_function(X, **kw))
     s = s if s.ndim == 1 else s[:, 0]
-    if hasattr(model, "_per_group_labels") and getattr(model, "_groups_at_predict", False):
-        y, groups = model._per_group_labels(y, groups), None  # one score per bag
+    side = model.side_input
+    if side is not None and side.kind == "bags":
+        from jaxrank._src.estimators.bags import per_bag_labels
+
+        y, groups = per_bag_labels(y, groups), None  # one score per bag
     positive = _positive_labels(model, y, args.data_file)
     if positive.all() or not positive.any():
         raise ValueError(f"{args.data_file} needs positives and negatives to evaluate.")
@@ -436,7 +440,8 @@ def cmd_sweep(args):
     params.pop("verbose", None)
     params.pop("C", None)
     groups = None
-    bags_model = getattr(cls, "_groups_param", None) == "bags"  # qid: = bag ids
+    side = cls.side_input
+    bags_model = side is not None and side.kind == "bags"  # qid: = bag ids
     if args.task_column:
         with _Elapsed(f"reading {args.train_file}", enabled=not args.quiet):
             a = _read_matrix(args.train_file)
@@ -465,7 +470,8 @@ def cmd_sweep(args):
         f"{T} task(s): {', '.join(map(str, names))}")
     res = sweep(
         X, Y, Cs=args.Cs, model=args.model, cv=args.cv,
-        **({"bags": groups} if bags_model else {"groups": groups}),
+        **_extra_inputs(cls, args.train_file, groups, _read_edges(args.edges),
+                        model_name=args.model),
         random_state=args.seed, task_names=names, refit=False, verbose=not args.quiet,
         progress=not args.quiet, batch_size=args.batch_size, devices=_devices(args),
         param_grid=_param_grid(cls, args.grid), **params,

@@ -154,11 +154,13 @@ def build_parser():
         "binary task each. Writes PREFIX.csv (one row per fit) and PREFIX.json (summary).",
     )
     sw.add_argument("train_file", metavar="TRAIN")
-    # (kernelrank has no C; the graph models need edges, which sweep does not take)
-    sw.add_argument("--model", choices=[n for n in names
-                                        if n not in ("kernelrank", "hob-svm", "hoap-svm")],
-                    default="apsvm", help="apsvm (default), svm, apsvm-appx, auc-svm, or a "
-                    "latent model on a qid: (bag id) file")
+    # (kernelrank has no C)
+    sw.add_argument("--model", choices=[n for n in names if n != "kernelrank"],
+                    default="apsvm", help="apsvm (default), svm, apsvm-appx, auc-svm, ..., a "
+                    "latent model on a qid: (bag id) file, or a graph model with --edges")
+    sw.add_argument("--edges", default=None, metavar="EDGES.txt",
+                    help="graph models: the edges among the samples of TRAIN (two 0-based "
+                    "sample indices per line); the folds keep connected components whole")
     sw.add_argument("--Cs", type=_grid, default="auto",
                     help="comma-separated C grid, or 'auto' (default): the model's own "
                     "grid, extended while the best C sits at an edge")

@@ -15,6 +15,7 @@ from jaxrank._src.estimators.base import (
     check_groups,
     map_score,
 )
+from jaxrank._src.estimators.side import SideInput
 from jaxrank._src.layout import max_row_norm
 from jaxrank._src.models.ap import APModel, query_layout
 from jaxrank._src.models.base import QueryProblem
@@ -106,8 +107,7 @@ class APSVM(StructuredSVM):
         **DEVICES_CONSTRAINT,
     }
     _default_Cs = (1.0, 10.0, 100.0, 1000.0, 10000.0)
-    _supports_groups = True
-    _groups_param = "groups"
+    side_input = SideInput("groups", "queries")
     # Saved by jaxrank.save: a model fitted on queries keeps reading grades
     # (``y >= min_relevance``) in ``jaxrank evaluate``.
     _persist = ("n_queries_", "n_dropped_queries_")
@@ -195,7 +195,7 @@ class APSVM(StructuredSVM):
         self._query_counts = None
         for name in ("n_queries_", "n_dropped_queries_"):  # from an earlier grouped fit
             self.__dict__.pop(name, None)
-        super().fit(X, y, groups=groups)
+        self._fit(X, y, groups)
         self._query_counts = None
         if self.verbose and getattr(self, "n_queries_", None) is not None:
             print(f"APSVM: {self.n_queries_} queries, {self.n_dropped_queries_} dropped (no "

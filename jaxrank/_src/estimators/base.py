@@ -19,6 +19,8 @@ values in every column, one ranker per column.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 import warnings
 from numbers import Integral, Real
@@ -161,7 +163,20 @@ def _scale_hint(R, C):
     return hint + "."
 
 
-def warn_tied_scores(est, S, where, R=None, C=None, *, stacklevel=4):
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def user_stacklevel():
+    """``stacklevel`` for a ``warnings.warn`` made by the caller of this function
+    that points at the first frame outside the ``jaxrank`` package (the user's
+    call, however many estimator layers lie between)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_tied_scores(est, S, where, R=None, C=None, *, stacklevel=None):
     """``UserWarning`` for tasks whose training scores are all equal (the model does not rank).
 
     Args:
@@ -174,7 +189,8 @@ def warn_tied_scores(est, S, where, R=None, C=None, *, stacklevel=4):
             then says whether ``X`` is outside the float32 range of the
             solver (:func:`check_feature_scale`) or ``C R^2`` tiny (the
             regulariser dominates).
-        stacklevel: as in :func:`warnings.warn`.
+        stacklevel: as in :func:`warnings.warn`; ``None``: the user's call
+            (:func:`user_stacklevel`).
     """
     S = np.asarray(S)
     tied = [t for t in range(S.shape[1])
@@ -195,7 +211,7 @@ def warn_tied_scores(est, S, where, R=None, C=None, *, stacklevel=4):
         f"{len(tied)} of {S.shape[1]} task(s) (e.g. coef_ = 0): the model does not rank. "
         f"{why}",
         UserWarning,
-        stacklevel=stacklevel,
+        stacklevel=user_stacklevel() if stacklevel is None else stacklevel,
     )
 
 
@@ -252,7 +268,7 @@ def warn_unconverged(est, res, where=""):
         f"before the relative duality gap reached tol: {measured}; the objective may be up "
         f"to that fraction above the optimum. {advice}",
         ConvergenceWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -463,17 +479,10 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
     }
     _default_Cs = (0.01, 0.1, 1.0, 10.0)
     _default_param_grid = {}
-    _supports_groups = False
-    # How the CLI feeds a data file's qid: column and --edges to this class:
-    # ``_groups_param`` is the fit keyword that receives the qid column (None:
-    # the class refuses qid files); ``_groups_required`` makes qid mandatory;
-    # ``_groups_at_predict`` also passes it to decision_function (one score
-    # per group, labels by ``_per_group_labels(y, groups)``); ``_needs_edges``
-    # passes ``edges=[m, 2]`` to fit and decision_function.
-    _groups_param = None
-    _groups_required = False
-    _groups_at_predict = False
-    _needs_edges = False
+    # The per-sample side input fit takes besides (X, y), declared once
+    # (jaxrank._src.estimators.side): None, or a SideInput that fit, score,
+    # sweep, the CLI and the tests read.
+    side_input = None
     _learns_intercept = False
     _persist = ()  # extra fitted attributes (arrays) written by jaxrank.save
 
@@ -529,8 +538,13 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             raise ValueError(f"tol must be a finite number >= 0 in float32; got {self.tol!r}.")
 
     def _prepare(self, X, y, groups, reset=True):
-        """Validate ``(X, y, groups)``; return ``(data, positive [T, n], classes, multi, groups)``."""
-        if groups is not None and not self._supports_groups:
+        """Validate; return ``(data, positive [T, n], classes, multi, groups)``.
+
+        The third argument is the value of the class's side input
+        (``side_input``): query ids here, bag ids or the graph in subclasses.
+        """
+        side = self.side_input
+        if groups is not None and (side is None or side.kind != "queries"):
             raise ValueError(
                 f"{type(self).__name__} does not take groups (query ids); APSVM does "
                 "(mean AP over queries).")
@@ -550,7 +564,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
 
     # -- fit ------------------------------------------------------------------
 
-    def fit(self, X, y, *, groups=None):
+    def fit(self, X, y):
         """Fit the model; with a 2-D ``y``, one ranker per column (one call).
 
         Args:
@@ -569,8 +583,9 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             y: ``[n_samples]`` labels with two distinct values (the larger is
                 the positive class, module docstring), or ``[n_samples,
                 n_tasks]`` with one binary task per column.
-            groups: optional ``[n_samples]`` integer query ids (models with
-                query grouping only, e.g. :class:`APSVM`: mean AP over queries).
+
+        A subclass with a side input (``side_input``, e.g. :class:`APSVM`'s
+        query ids) takes it as a keyword of its own ``fit``.
 
         Returns:
             self
@@ -578,8 +593,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         Raises:
             ValueError: bad hyperparameters (also out of float32 range), NaN,
                 inf or empty ``X``, complex ``X``, mismatched lengths, a ``y``
-                (or task column) without exactly two classes, ``groups`` on a
-                model without query grouping; rows of ``X`` whose norm (or
+                (or task column) without exactly two classes; rows of ``X`` whose norm (or
                 times ``C``) is outside the float32 range of the solver
                 (:func:`check_feature_scale`: about ``8.9e-16 <= R`` and ``R,
                 C R <= 5.8e17``).
@@ -598,6 +612,10 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         max_i ||x_i||^2``. Rescaling is not automatic: it would not change
         that product (see the README's note on feature scale).
         """
+        return self._fit(X, y, None)
+
+    def _fit(self, X, y, groups):
+        """:meth:`fit` with the side input's value ``groups`` (``_prepare``)."""
         self._check_params()
         t0 = time.perf_counter()
         devices = self._fit_devices()

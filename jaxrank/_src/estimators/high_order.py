@@ -22,6 +22,7 @@ from jaxrank._src.estimators.base import (
     warn_unconverged,
 )
 from jaxrank._src.estimators.labels import labels_to_tasks, positive_class_text
+from jaxrank._src.estimators.side import SideInput
 from jaxrank._src.features import design
 from jaxrank._src.layout import max_row_norm
 from jaxrank._src.metrics import average_precision
@@ -63,7 +64,7 @@ class _HighOrderSVM(StructuredSVM):
         "graph_method": [StrOptions(set(GRAPH_METHODS))],
         **DEVICES_CONSTRAINT,
     }
-    _needs_edges = True
+    side_input = SideInput("edges", "edges", required=True, at_predict=True)
     _persist = ("pairwise_coef_", "pairwise_intercept_")
 
     # -- checks and data ------------------------------------------------------
@@ -88,12 +89,11 @@ class _HighOrderSVM(StructuredSVM):
         Gd = pairwise_design(X, np.asarray(lay.edges), dtype=np.float32)
         return GraphData(design(X), Gd, lay)
 
-    def _prepare(self, X, y, groups, reset=True, edges=None):
-        if groups is not None:
-            raise ValueError(f"{type(self).__name__} does not take groups.")
+    def _prepare(self, X, y, edges, reset=True):
+        """Validate ``(X, y, edges)``; the side input (``side_input``) is the graph."""
         if edges is None:
-            raise TypeError(f"{type(self).__name__}.fit needs edges=[m, 2] (pairs of similar "
-                            "samples); jaxrank.sweep does not pass edges.")
+            raise TypeError(f"{type(self).__name__} needs edges=[m, 2] (pairs of similar "
+                            "samples) or an [n, n] adjacency matrix.")
         X, Y = validate_data(self, validation.check_features(X), y, accept_sparse="csr",
                              dtype=np.float32,
                              multi_output=True, reset=reset, y_numeric=False)
@@ -131,7 +131,7 @@ class _HighOrderSVM(StructuredSVM):
         self._check_params()
         t0 = time.perf_counter()
         devices = self._fit_devices()
-        data, positive, classes, multi, _ = self._prepare(X, y, None, edges=edges)
+        data, positive, classes, multi, _ = self._prepare(X, y, edges)
         # The unary rows bound the float32 range as for every structured SVM
         # (the pairwise features exp(-(z_i - z_j)^2) lie in [0, 1]).
         R = max_row_norm(data.X)
@@ -161,7 +161,7 @@ class _HighOrderSVM(StructuredSVM):
             # unary training scores mean the model does not rank.
             S = np.asarray(data.X @ jnp.asarray(self.coef_.T), np.float32)
             S = S + np.asarray(self.intercept_, np.float32)[None, :]
-            warn_tied_scores(self, S, where, R, float(self.C), stacklevel=3)
+            warn_tied_scores(self, S, where, R, float(self.C))
         return self
 
     def _sharded(self, data, positive, edges, devices):
@@ -210,7 +210,15 @@ class _HighOrderSVM(StructuredSVM):
         return self
 
     def _scores(self, W, data):
-        raise TypeError(f"{type(self).__name__} needs edges: jaxrank.sweep does not support it.")
+        """``[n, M]`` max-marginal differences (eq. (11)) of weights ``W [M, dim]``.
+
+        Every sample of the graph is scored, with every edge (a validation
+        fold of whole connected components is scored on its own components).
+        """
+        W = jnp.asarray(W, jnp.float32)
+        where = jnp.ones((W.shape[0], data.shape[0]), bool)
+        return _mm_scores(W, data, where, features=self._features(),
+                          graph_method=self._cut_method()).T
 
     # -- prediction -------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from jaxrank._src import validation
 from jaxrank._src.estimators.labels import positive_class_text
+from jaxrank._src.estimators.side import SideInput
 from jaxrank._src.oracles.smoothing import _DEFAULT_BLOCK, KERNELS, _check_kernel
 from jaxrank._src.solvers.kernelrank import _fit_gmm, _fit_linear, _gmm_scores_jit, _lda_init
 
@@ -352,6 +353,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         Gao & Sun, IEEE Trans. Multimedia 2007, eqs. (11), (15)-(21), §V.
     """
 
+    side_input = SideInput("mask", "descriptor_mask", at_predict=True)
     _parameter_constraints = {
         "scorer": [StrOptions({"linear", "gmm"})],
         "kernel": [StrOptions(set(KERNELS))],
@@ -432,7 +434,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
 
     # -- fit ------------------------------------------------------------------
 
-    def fit(self, X, y, mask=None):
+    def fit(self, X, y, *, mask=None):
         """Fit the scorer by maximising the smoothed AUC (eq. (11)).
 
         Args:
@@ -495,7 +497,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                 "learning_rate.")
         from jaxrank._src.estimators.base import warn_tied_scores
 
-        warn_tied_scores(self, s[:, None], np.ones((1, s.shape[0]), bool), stacklevel=2)
+        warn_tied_scores(self, s[:, None], np.ones((1, s.shape[0]), bool))
         self.intercept_ = np.array(
             [-0.5 * (s[y01].mean() + s[~y01].mean())], np.float32
         )
@@ -710,7 +712,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
 
     # -- predict --------------------------------------------------------------
 
-    def decision_function(self, X, mask=None):
+    def decision_function(self, X, *, mask=None):
         """Ranking scores ``f(x) + intercept_`` (eq. (19) or (20)).
 
         Args:
@@ -732,7 +734,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             s = self._gmm_raw_scores(Xd, m).astype(np.float64)
         return s + float(self.intercept_[0])
 
-    def ml_decision_function(self, X, mask=None):
+    def ml_decision_function(self, X, *, mask=None):
         """GMM scorer: scores of the ML (EM) starting model (the paper's baseline).
 
         Returns:
@@ -742,19 +744,19 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         Xd, m = self._check_bags(X, mask, reset=False)
         return self._gmm_raw_scores(Xd, m, self.ml_params_).astype(np.float64)
 
-    def predict(self, X, mask=None):
+    def predict(self, X, *, mask=None):
         """Labels: ``classes_[1]`` where ``decision_function > 0``."""
         check_is_fitted(self)
-        return self.classes_[(self.decision_function(X, mask) > 0).astype(int)]
+        return self.classes_[(self.decision_function(X, mask=mask) > 0).astype(int)]
 
-    def score(self, X, y, mask=None):
+    def score(self, X, y, *, mask=None):
         """Average precision of ``decision_function`` (positive = ``classes_[1]``).
 
         Returns:
             float in ``[0, 1]``.
         """
         y = np.asarray(y)
-        return _ap(self.decision_function(X, mask), y == self.classes_[1])
+        return _ap(self.decision_function(X, mask=mask), y == self.classes_[1])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

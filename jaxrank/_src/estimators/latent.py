@@ -26,6 +26,7 @@ from jaxrank._src.estimators.base import (
     warn_unconverged,
 )
 from jaxrank._src.estimators.labels import labels_to_tasks, positive_class_text
+from jaxrank._src.estimators.side import SideInput
 from jaxrank._src.features import Intercept
 from jaxrank._src.layout import max_row_norm
 from jaxrank._src.metrics import average_precision
@@ -60,9 +61,7 @@ class LatentEstimator(StructuredSVM):
         "random_state": ["random_state"],
         **DEVICES_CONSTRAINT,
     }
-    _groups_param = "bags"
-    _groups_required = True
-    _groups_at_predict = True
+    side_input = SideInput("bags", "bags", required=True, at_predict=True)
     _persist = ("n_cccp_iter_", "cccp_objectives_", "cccp_gaps_", "init_objectives_")
 
     def _features(self):
@@ -123,11 +122,6 @@ class LatentEstimator(StructuredSVM):
                              "CLI: qid: columns).")
         data, positive, classes = self._prepare_bags(X, y, groups, reset=reset)
         return data, positive, classes, False, None
-
-    @staticmethod
-    def _per_group_labels(y, groups):
-        """Per-bag labels (sorted bag-id order) from per-line labels (CLI evaluate)."""
-        return per_bag_labels(y, groups)
 
     def _positive_weight(self, n_pos, n_neg_kept):
         """``[M]`` weight ``J`` of the positive bags' hinges (1 without a ``J``).
@@ -278,7 +272,7 @@ class LatentEstimator(StructuredSVM):
         if bool(np.asarray(extras["_hit_max_outer"])[0]):
             warnings.warn(
                 f"{type(self).__name__}: CCCP stopped at cccp_max_iter={self.cccp_max_iter} "
-                "while the objective was still decreasing by more than tol.",
+                "while the objective was still decreasing by more than cccp_tol.",
                 ConvergenceWarning, stacklevel=2)
         return self
 

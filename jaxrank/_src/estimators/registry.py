@@ -49,6 +49,8 @@ def register_estimator(name, cls):
         TypeError: ``cls`` is not a class or ``name`` not a string.
         ValueError: ``name`` malformed or taken, or another registered class
             has the same class name (model files store class names).
+        TypeError: a ``side_input`` (:class:`jaxrank.SideInput`) that does not
+            match the signatures of ``fit``/``score``/``decision_function``.
     """
     if not isinstance(name, str) or not isinstance(cls, type):
         raise TypeError(f"register_estimator needs a name (str) and a class; got "
@@ -59,6 +61,9 @@ def register_estimator(name, cls):
         raise ValueError(f"an estimator is already registered as {name!r}.")
     if cls.__name__ in class_names():
         raise ValueError(f"a registered estimator is already named {cls.__name__}.")
+    from jaxrank._src.estimators.side import check_side_input
+
+    check_side_input(cls)
     _ENTRIES[name] = (cls.__module__, cls.__name__)
     _CLASSES[(cls.__module__, cls.__name__)] = cls
 

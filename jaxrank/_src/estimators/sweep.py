@@ -2,7 +2,9 @@ r"""Batched training: every (task, C, fold) fit of a grid search in one compiled
 
 :func:`sweep` cross-validates ``C`` for ``T`` ranking tasks that share one
 feature matrix (e.g. the one-vs-rest tasks of a multi-class set), for any
-estimator of the registry that is a structured SVM. Each of the ``M = T * G *
+estimator of the registry that is a structured SVM, with the side input the
+estimator declares (``side_input``: query ids, bag ids or the sample graph)
+by the estimator's own keyword. Each of the ``M = T * G *
 F`` fits is one problem of the batched driver
 (:func:`jaxrank.solvers.fit_many`): CV folds are ``where`` masks (fold ``f``
 trains on ``~val[f]`` and is scored on ``val[f]``), ``C`` is a traced
@@ -56,11 +58,11 @@ from jaxrank._src.estimators.base import (
     check_positive_float32,
     map_score,
 )
-from jaxrank._src.solvers.run import is_device_grid, progress_hook, resolve_devices, shard_rows
+from jaxrank._src.estimators.model_selection import fold_masks
+from jaxrank._src.estimators.registry import get_estimator, name_of
 from jaxrank._src.layout import pad_design
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.estimators.model_selection import group_fold_masks, stratified_fold_masks
-from jaxrank._src.estimators.registry import get_estimator, name_of
+from jaxrank._src.solvers.run import is_device_grid, progress_hook, resolve_devices, shard_rows
 
 _C_RANGE = (1e-6, 1e8)
 
@@ -160,83 +162,6 @@ def _check_Cs(Cs):
     return arr.astype(np.float64)
 
 
-def _fold_masks(cv, positive, random_state, groups=None, where=None):
-    T, n = positive.shape
-    if where is None:
-        where = np.ones(positive.shape, bool)
-    is_int = isinstance(cv, (int, np.integer)) and not isinstance(cv, (bool, np.bool_))
-    if not is_int and (np.ndim(cv) == 0 and not hasattr(cv, "split")):
-        raise TypeError(
-            "cv must be an int >= 2 (stratified folds), a scikit-learn splitter (an object "
-            "with split(X, y, groups), e.g. StratifiedKFold(5)) or bool validation masks "
-            f"[F, n] / [T, F, n]; got {cv!r}.")
-    if is_int and int(cv) < 2:
-        raise ValueError(f"cv must be an int >= 2 (the number of folds); got {cv!r}.")
-    if hasattr(cv, "split"):
-        masks = _splitter_masks(cv, positive, where, groups)
-    elif groups is not None and is_int:
-        masks = np.stack([group_fold_masks(groups, int(cv)) for _ in range(T)])
-    elif is_int:
-        masks = np.zeros((T, int(cv), n), bool)
-        for t in range(T):
-            masks[t][:, where[t]] = stratified_fold_masks(
-                positive[t][where[t]], int(cv), random_state=random_state)
-    else:
-        masks = np.asarray(cv)
-        if masks.dtype != bool:
-            raise TypeError(
-                "cv must be an int >= 2, a scikit-learn splitter or bool validation masks "
-                f"[F, n] / [T, F, n]; got an array of dtype {masks.dtype}.")
-        if masks.ndim == 2:
-            masks = np.broadcast_to(masks, (T,) + masks.shape)
-        if masks.ndim != 3 or masks.shape[0] != T or masks.shape[2] != n:
-            raise ValueError(
-                f"cv must be an int, [F, n] or [T, F, n] bool masks with n={n}, T={T}; "
-                f"got shape {np.shape(cv)}."
-            )
-    if masks.shape[1] < 2:
-        raise ValueError(f"cv needs at least 2 folds; got {masks.shape[1]}.")
-    masks = masks & where[:, None, :]
-    for t in range(T):
-        for f in range(masks.shape[1]):
-            val = masks[t, f]
-            for part, m in (("validation", val), ("training", ~val & where[t])):
-                n_pos = int((positive[t] & m).sum())
-                n_neg = int((~positive[t] & m).sum())
-                if (n_pos == 0 or n_neg == 0) and groups is None:
-                    raise ValueError(
-                        f"task {t}, fold {f}: the {part} part has {n_pos} positive(s) "
-                        f"and {n_neg} negative(s); every fold needs both classes "
-                        "(use fewer folds or stratified masks)."
-                    )
-    return np.ascontiguousarray(masks)
-
-
-def _splitter_masks(cv, positive, where, groups):
-    """``[T, F, n]`` validation masks from a scikit-learn splitter, per task.
-
-    Each task's samples (``where``) are split by ``cv.split(X, y, groups)``
-    with ``y`` the task's labels (so stratified splitters stratify them);
-    the validation part of split ``f`` is fold ``f``.
-    """
-    T, n = positive.shape
-    per_task = []
-    for t in range(T):
-        idx = np.flatnonzero(where[t])
-        g = None if groups is None else np.asarray(groups)[idx]
-        folds = []
-        for split in cv.split(np.zeros((idx.size, 1)), positive[t][idx].astype(int), g):
-            m = np.zeros(n, bool)
-            m[idx[np.asarray(split[1])]] = True
-            folds.append(m)
-        per_task.append(folds)
-    F = {len(f) for f in per_task}
-    if len(F) != 1:
-        raise ValueError(
-            f"cv: the splitter gave different numbers of folds per task: {sorted(F)}.")
-    return np.asarray(per_task, bool).reshape(T, F.pop(), n)
-
-
 def _say(verbose, msg):
     if verbose:
         print(msg, flush=True)
@@ -279,11 +204,6 @@ def _resolve(model, params):
             "model must be a registry name (one of "
             f"{sorted(k for k in ESTIMATORS if k != 'kernelrank')}), an estimator class or an "
             f"unfitted estimator; got {model!r}.")
-    if getattr(est, "_needs_edges", False):
-        raise ValueError(
-            f"sweep does not support {type(est).__name__}: its fits need edges= (the sample "
-            "graph), which sweep does not take. Choose C with a loop over "
-            f"{type(est).__name__}(C=...).fit(X, y, edges=edges) and a validation split.")
     if not isinstance(est, StructuredSVM):
         raise TypeError(
             f"sweep tunes C of a structured SVM (APSVM, BinarySVM, AUCSVM, APSVMApprox, ...); "
@@ -355,6 +275,7 @@ def sweep(
     cv=5,
     groups=None,
     bags=None,
+    edges=None,
     where=None,
     random_state=0,
     refit=True,
@@ -384,16 +305,18 @@ def sweep(
             ``"auto"`` (that grid, extended at an edge where the best ``C``
             sits; module docstring) or a 1-D grid of trade-offs ``> 0``.
         model: a registry name (``"apsvm"``, ``"svm"``, ``"apsvm-appx"``,
-            ``"auc-svm"``, the latent models with ``bags``), an estimator
-            class or an unfitted estimator whose other parameters are used.
-            The graph models (``"hob-svm"``, ``"hoap-svm"``: their fits need
-            ``edges``) and KernelRank (no ``C``) are refused.
+            ``"auc-svm"``, the latent models with ``bags``, the graph models
+            with ``edges``, ...), an estimator class or an unfitted estimator
+            whose other parameters are used. KernelRank (no ``C``) is refused.
         cv: number of stratified folds, an int ``>= 2`` (per task, shuffled
             with ``random_state``, as ``StratifiedKFold``; with ``groups``,
-            folds of whole queries); a scikit-learn splitter (an object with
-            ``split(X, y, groups)``, e.g. ``StratifiedKFold(5)``: it splits
-            each task's samples, with the task's labels as ``y``); or bool
-            validation masks ``[F, n]`` (same for all tasks) or ``[T, F, n]``.
+            folds of whole queries; with ``edges``, stratified folds of whole
+            connected components, as ``StratifiedGroupKFold``); a
+            scikit-learn splitter (an object with ``split(X, y, groups)``,
+            e.g. ``StratifiedKFold(5)``: it splits each task's samples, with
+            the task's labels as ``y`` and the query ids or component ids as
+            ``groups``); or bool validation masks ``[F, n]`` (same for all
+            tasks) or ``[T, F, n]``.
         groups: optional ``[n]`` query ids (estimators with query grouping:
             validation MAP over queries).
         bags: ``[n]`` bag ids (any hashable values), required by the latent
@@ -401,6 +324,13 @@ def sweep(
             there too) and refused by the others; ``Y`` then holds one label
             per bag (sorted bag-id order) or per row, and the validation score
             is the AP over bags.
+        edges: ``[m, 2]`` sample pairs or an ``[n, n]`` adjacency, required by
+            the graph models (``"hob-svm"``, ``"hoap-svm"``) and refused by the
+            others. Each fit sees its training samples' graph (validation
+            samples are masked out of it and isolated); the validation
+            samples are scored by max-marginals on the whole graph, which a
+            fold of whole components (``cv`` an int) keeps to their own
+            components. The graph's fits run on one device.
         where: optional ``[n]`` or ``[T, n]`` bool: the samples of each task
             (default all). Samples outside it take part in no fit and no
             validation (e.g. several datasets stacked as tasks).
@@ -454,9 +384,11 @@ def sweep(
             part lacks a positive or a negative (so no validation AP is ever
             NaN), bad ``X``, ``batch_size < 1``, empty ``devices``, a
             ``devices`` grid that is ragged, repeats a device, or is used
-            with sparse ``X`` or ``groups``; a graph model (it needs
-            ``edges``); a latent model without ``bags`` (or ``bags`` for
-            another model); ``cv < 2``; a ``pos_label`` that is not one of
+            with sparse ``X``, ``groups`` or ``edges``; a side input the
+            model does not take (``groups``, ``bags``, ``edges``: its
+            ``side_input``) or a missing required one (``bags`` of a latent
+            model, ``edges`` of a graph model); ``cv < 2``, or more folds
+            than connected components; a ``pos_label`` that is not one of
             the labels; a ``param_grid`` with ``C``, an unknown parameter,
             an empty list or a value the estimator refuses.
         TypeError: a model that is not a structured SVM (KernelRank has no
@@ -474,8 +406,17 @@ def sweep(
     if auto and Cs != "auto":
         raise ValueError(f"Cs must be None, 'auto' or a grid of numbers; got {Cs!r}.")
     grid = _check_Cs(type(est)._default_Cs if Cs is None or auto else Cs)
-    data, positive, classes, multi, groups = est._prepare(X, Y, _group_ids(est, groups, bags))
+    side, value = _side_value(est, groups, bags, edges)
+    data, positive, classes, multi, groups = est._prepare(X, Y, value)
     devices = _check_grid(devices)
+    # Units every fold keeps whole besides queries: the graph's components.
+    units = side.units(value, data.shape[0]) if side is not None and side.kind == "edges" \
+        else None
+    if units is not None and is_device_grid(devices):
+        raise ValueError(
+            "a problems x samples devices grid shards the samples of dense X; the graph "
+            f"models ({type(est).__name__}) run their fits on one device. Pass a flat "
+            "sequence of devices or None.")
     # C-weighted planes (norm about C R) must fit float32 at every C of the grid.
     R = est._row_norm(data)
     if R is not None:
@@ -488,7 +429,7 @@ def sweep(
         np.asarray(where), positive.shape)
     if where.dtype != bool:
         raise TypeError(f"where must be a bool array; got dtype {where.dtype}.")
-    masks = _fold_masks(cv, positive, random_state, groups, where)
+    masks = fold_masks(cv, positive, random_state, groups, where, units)
     if refit not in (True, False, "joint"):
         raise ValueError(f"refit must be True, False or 'joint'; got {refit!r}.")
     joint = refit == "joint"
@@ -629,24 +570,39 @@ def _param_settings(est, param_grid, given):
         *(list(param_grid[k]) for k in keys))]
 
 
-def _group_ids(est, groups, bags):
-    """The ids ``est._prepare`` takes: query ids (``groups``) or bag ids (``bags``)."""
+def _side_value(est, groups, bags, edges):
+    """``(SideInput or None, value)``: the side input ``est`` declares, as given.
+
+    Each estimator takes its own keyword (``side_input.name``): query ids as
+    ``groups``, bag ids as ``bags`` (the latent models also take them as
+    ``groups``, the CLI's ``qid:`` spelling), the graph as ``edges``.
+
+    Raises:
+        ValueError: a side input the estimator does not take, or a missing
+            required one.
+    """
     name = type(est).__name__
-    if getattr(est, "_groups_param", None) == "bags":
-        if groups is not None and bags is not None:
+    side = est.side_input
+    given = {k: v for k, v in (("groups", groups), ("bags", bags), ("edges", edges))
+             if v is not None}
+    if side is not None and side.kind == "bags" and "groups" in given:
+        if "bags" in given:
             raise ValueError(f"{name} takes bags= (the bag id of each row of X); got both "
                              "bags= and groups=.")
-        if bags is None:
-            bags = groups  # the earlier spelling (the CLI's qid: column is the bag id)
-        if bags is None:
-            raise ValueError(
-                f"sweep(model={name_of(est) or name!r}) needs bags=[n] (the bag id of each "
-                "row of X; Y holds one label per bag, or per row, equal within a bag).")
-        return bags
-    if bags is not None:
-        raise ValueError(
-            f"bags= applies to the latent (multiple-instance) models; {name} takes none.")
-    return groups
+        given["bags"] = given.pop("groups")  # the CLI's spelling: qid: = bag id
+    for k in given:
+        if side is None or k != side.name:
+            takes = "no side input" if side is None else f"{side.name}= ({side.kind})"
+            raise ValueError(f"{k}= does not apply to {name}, which takes {takes}.")
+    if side is None:
+        return None, None
+    if side.required and side.name not in given:
+        what = {"bags": "the bag id of each row of X; Y holds one label per bag, or per "
+                        "row, equal within a bag",
+                "edges": "[m, 2] pairs of similar samples, or an [n, n] adjacency"}.get(
+                    side.kind, side.kind)
+        raise ValueError(f"sweep(model={name_of(est) or name!r}) needs {side.name}= ({what}).")
+    return side, given.get(side.name)
 
 
 def _at_edges(mean):
