@@ -5,7 +5,8 @@
 * :func:`fit_many` — the batched driver: ``M`` fits as work queues of
   ``vmap``-ed slots, sharded over devices.
 * :func:`step`, :func:`init_state`, :func:`state_result`,
-  :class:`SolverState`, :class:`FitResult` — the pieces, for custom loops
+  :class:`SolverState`, :class:`FitResult` (its ``status``, a
+  :class:`FitStatus`: converged, max_iter or non-finite) — the pieces, for custom loops
   (:func:`plane_cache_size` gives the plane cache :func:`fit` uses).
 
 The objective, with ``S = model.scores(w, data)``::
@@ -16,16 +17,17 @@ The objective, with ``S = model.scores(w, data)``::
 ``model.hinge_terms``), stopped at a certified relative duality gap.
 """
 
+from jaxrank._src.solvers.batch import fit_many
+from jaxrank._src.solvers.planes import plane_cache_size
 from jaxrank._src.solvers.ssvm import (
     FitResult,
+    FitStatus,
     SolverState,
     fit,
     init_state,
     state_result,
     step,
 )
-from jaxrank._src.solvers.batch import fit_many
-from jaxrank._src.solvers.planes import plane_cache_size
 
-__all__ = ["FitResult", "SolverState", "fit", "fit_many", "init_state", "plane_cache_size",
-           "state_result", "step"]
+__all__ = ["FitResult", "FitStatus", "SolverState", "fit", "fit_many", "init_state",
+           "plane_cache_size", "state_result", "step"]

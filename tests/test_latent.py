@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from reference import ap_of_ranking
 from sklearn.datasets import dump_svmlight_file
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.metrics import average_precision_score
@@ -35,7 +36,6 @@ from jaxrank.models import (
     bag_data,
     latent_objective,
 )
-from reference import ap_of_ranking
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -749,7 +749,7 @@ def test_converged_certifies_the_last_cccp_step_and_the_stop_rule():
     F = m.cccp_objectives_
     # CCCP's own stop (a decrease below tol or an unchanged imputation), before the cap
     assert 2 <= m.n_cccp_iter_ < kw["cccp_max_iter"]
-    assert m.converged_ and warned == []
+    assert m.converged_ and m.cccp_converged_ and m.fit_status_ == "converged" and warned == []
     assert m.objective_ == pytest.approx(F.min(), rel=1e-6)
 
     short, warned = fit(max_iter=40)  # the last step cut off too
@@ -758,11 +758,12 @@ def test_converged_certifies_the_last_cccp_step_and_the_stop_rule():
     # on its relative gap: its convex bound is tight there and it starts there).
     g, F = short.cccp_gaps_, short.cccp_objectives_
     assert short.n_cccp_iter_ >= 3 and g[-1] > tol * F[-2] and g[-2] > tol * F[-3]
-    assert not short.converged_
+    assert not short.converged_ and short.cccp_converged_  # CCCP's rule, an uncertified step
+    assert short.fit_status_ == "max_iter"
     assert len(warned) == 1 and "the last convex CCCP step" in warned[0]
 
     capped, warned = fit(max_iter=80, cccp_max_iter=m.n_cccp_iter_ - 1)
-    assert not capped.converged_
+    assert not capped.converged_ and not capped.cccp_converged_
     assert sum("cccp_max_iter" in w for w in warned) == 1
 
 

@@ -361,3 +361,23 @@ def test_warm_started_search_gets_its_start_then_the_previous_aux(page_blocks):
     one = fit(model, data, prob, C=30.0, max_iter=100)
     ref = fit(APModel(kp=int(y.sum())), data, prob, C=30.0, max_iter=100)
     np.testing.assert_array_equal(np.asarray(one.w), np.asarray(ref.w))
+
+
+def test_fit_status_tells_converged_max_iter_and_non_finite_apart(page_blocks):
+    from jaxrank.solvers import FitResult, FitStatus
+
+    obj = np.array([1.0, 1.0, np.inf, np.nan, 2.0], np.float32)
+    conv = np.array([True, False, False, False, False])
+    want = [FitStatus.CONVERGED, FitStatus.MAX_ITER, FitStatus.NONFINITE, FitStatus.NONFINITE,
+            FitStatus.MAX_ITER]
+    host = FitResult(None, obj, None, None, conv).status
+    traced = jax.jit(lambda o, c: FitResult(None, o, None, None, c).status)(obj, conv)
+    assert host.tolist() == np.asarray(traced).tolist() == [int(s) for s in want]
+    # A fit cut short stops at max_iter; the same fit run long enough converges.
+    X, y = page_blocks
+    short = jaxrank.APSVM(C=10.0, max_iter=3)
+    with pytest.warns(Warning, match="max_iter"):
+        short.fit(X, y)
+    assert not short.converged_ and short.fit_status_ == FitStatus.MAX_ITER.label
+    full = jaxrank.APSVM(C=10.0).fit(X, y)
+    assert full.converged_ and full.fit_status_ == "converged"

@@ -16,17 +16,20 @@ FORMAT_VERSION = 2
 # their current names (the renames are listed in CHANGELOG.md).
 _RENAMED = {"max_outer_iter": "cccp_max_iter", "n_outer_iter_": "n_cccp_iter_"}
 
-# Fitted attributes every saved model has (plus the class's ``_persist``).
-_COMMON = ("coef_", "intercept_", "classes_")
+# Fitted attributes every saved model has; each class declares the others it
+# stores, with their checks, in ``_persist`` (jaxrank._src.estimators.base:
+# StructuredSVM._persist describes the kinds, shapes and signs).
+_COMMON = {"coef_": ("weights", "Td", None), "intercept_": ("weights", "T", None),
+           "classes_": ("labels", "(2,)", None)}
+
+
+def _attribute_specs(cls):
+    """``{name: (kind, shape, sign)}``: every attribute ``save`` writes for ``cls``."""
+    return {**_COMMON, **dict(getattr(cls, "_persist", {}))}
 
 
 def _saved_attributes(cls):
-    extra = tuple(getattr(cls, "_persist", ()))
-    if hasattr(cls, "dual_objective_") or "StructuredSVM" in [c.__name__ for c in cls.__mro__]:
-        base = ("multi_output_", "n_iter_", "objective_", "dual_objective_", "converged_")
-    else:
-        base = ()
-    return _COMMON + base + extra
+    return tuple(_attribute_specs(cls))
 
 
 def _to_json(v):
@@ -111,41 +114,13 @@ def save(model, path, *, overwrite=False):
             os.remove(tmp)
 
 
-# What a fit writes, attribute by attribute (the checks of ``load``): the kind
-# ("weights": float arrays finite in float32; "count": integers >= 0; "flag":
-# bool; "value": finite floats; "trace": float arrays that may hold NaN or
-# inf), the shape ("T": [T], "Td": [T, d], "T?": [] or [T], "1d": any 1-D)
-# and the sign a fit keeps ("<= 0", "> 0").
-_ATTRIBUTES = {
-    "intercept_": ("weights", "T", None),
-    "multi_output_": ("flag", "()", None),
-    "n_iter_": ("count", "T?", None),
-    "objective_": ("trace", "T?", None),
-    "dual_objective_": ("trace", "T?", None),
-    "converged_": ("flag", "T?", None),
-    "n_queries_": ("count", "T?", None),
-    "n_dropped_queries_": ("count", "T?", None),
-    "w0_": ("weights", "Td", None),
-    "w0_intercept_": ("weights", "T", None),
-    "C_binary_": ("value", "T?", "> 0"),
-    "binary_n_iter_": ("count", "T?", None),
-    "binary_converged_": ("flag", "T?", None),
-    "n_easy_": ("count", "T?", None),
-    "mu_": ("value", "T?", None),
-    "constraint_violation_": ("value", "T?", None),
-    "pairwise_coef_": ("weights", "Td", "<= 0"),
-    "pairwise_intercept_": ("weights", "T", "<= 0"),
-    "cccp_objectives_": ("trace", "1d", None),
-    "cccp_gaps_": ("trace", "1d", None),
-    "n_cccp_iter_": ("count", "T?", None),
-    "init_objectives_": ("trace", "1d", None),
-    "bandwidth_": ("value", "T?", "> 0"),
-}
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
-def _check_array(path, k, a, T, d, pos_label=None):
+def _check_array(path, k, a, T, d, spec, pos_label=None):
     """Raise ``ValueError`` unless fitted attribute ``k`` is what a fit writes.
+
+    ``spec``: ``(kind, shape, sign)`` as the class declares it.
 
     ``pos_label``: the model's parameter (``classes_`` is then ``[other,
     pos_label]``, not sorted, as fit sets it).
@@ -165,7 +140,7 @@ def _check_array(path, k, a, T, d, pos_label=None):
                              "or [other, pos_label] with the model's pos_label (as fit sets "
                              f"it); got {a.tolist()}.")
         return
-    kind, shape, sign = _ATTRIBUTES.get(k, ("value", None, None))
+    kind, shape, sign = spec
     want = {"()": [()], "T": [(T,)], "Td": [(T, d)], "T?": [(), (T,)]}.get(shape)
     if shape == "1d" and a.ndim != 1:
         raise ValueError(f"{path}: attribute {k} must be 1-D; got shape {a.shape}.")
@@ -300,8 +275,9 @@ def load(path):
         raise ValueError(f"{path}: coef_ overflows float32 (the dtype of every fit and "
                          "prediction).")
     T, d = coef.shape
+    specs = _attribute_specs(cls)
     for k in attrs:
-        _check_array(path, k, arrays[k], T, d, params.get("pos_label"))
+        _check_array(path, k, arrays[k], T, d, specs[k], params.get("pos_label"))
     if arrays["intercept_"].dtype.kind != "f":
         raise ValueError(f"{path}: intercept_ must be a float array.")
     try:

@@ -21,7 +21,6 @@ from jax.experimental import sparse as jsparse
 import jaxrank
 from jaxrank._src import features, layout
 from jaxrank._src.cli import store as cli_store
-from jaxrank._src.solvers import run
 from jaxrank.models import APModel, ItemProblem, design
 
 
@@ -278,24 +277,27 @@ def test_program_store_reuses_compiled_fits(tmp_path, no_jax_cache):
     # earlier in the process would not serialise (ProgramStore.run).
     X, y = _problem(700, 3, seed=5)
     plain = jaxrank.APSVM(C=10.0).fit(X, y)
-    old = run.use_program_store(cli_store.ProgramStore(tmp_path))
-    try:
-        first = jaxrank.APSVM(C=10.0).fit(X, y)
-        assert (run._PROGRAM_STORE.misses, run._PROGRAM_STORE.hits) == (1, 0)
-        files = list(tmp_path.glob("*.jaxexe"))
-        assert len(files) == 1
-        run.use_program_store(cli_store.ProgramStore(tmp_path))  # as in a new process
-        again = jaxrank.APSVM(C=10.0, tol=1e-3).fit(X * 2, y)  # values differ, program same
-        again = jaxrank.APSVM(C=10.0).fit(X, y)
-        assert (run._PROGRAM_STORE.misses, run._PROGRAM_STORE.hits) == (0, 1)
-        jaxrank.APSVM(C=10.0, max_iter=7).fit(X, y)  # another static argument: another program
-        assert run._PROGRAM_STORE.misses == 1
-        files[0].write_bytes(b"not an executable")  # damaged: compiled again, no error
-        run.use_program_store(cli_store.ProgramStore(tmp_path))
-        damaged = jaxrank.APSVM(C=10.0).fit(X, y)
-        assert (run._PROGRAM_STORE.misses, run._PROGRAM_STORE.hits) == (1, 0)
-    finally:
-        run.use_program_store(old)
+
+    def stored(store, **params):
+        est = jaxrank.APSVM(**({"C": 10.0} | params))
+        est._program_store = store  # as the command line does
+        return est
+
+    store = cli_store.ProgramStore(tmp_path)
+    first = stored(store).fit(X, y)
+    assert (store.misses, store.hits) == (1, 0)
+    files = list(tmp_path.glob("*.jaxexe"))
+    assert len(files) == 1
+    store = cli_store.ProgramStore(tmp_path)  # as in a new process
+    stored(store, tol=1e-3).fit(X * 2, y)  # values differ, program same
+    again = stored(store).fit(X, y)
+    assert (store.misses, store.hits) == (0, 1)  # one read from disk, then from memory
+    stored(store, max_iter=7).fit(X, y)  # another static argument: another program
+    assert store.misses == 1
+    files[0].write_bytes(b"not an executable")  # damaged: compiled again, no error
+    store = cli_store.ProgramStore(tmp_path)
+    damaged = stored(store).fit(X, y)
+    assert (store.misses, store.hits) == (1, 0)
     for est in (first, again, damaged):
         np.testing.assert_allclose(est.coef_, plain.coef_, rtol=1e-6, atol=1e-7)
         assert est.n_iter_ == plain.n_iter_

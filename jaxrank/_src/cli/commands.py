@@ -192,6 +192,8 @@ def _describe(est):
 def cmd_train(args):
     _check_output(args.model_file, args.force)
     est = make_estimator(args)
+    if getattr(args, "program_store", None) is not None:
+        est._program_store = args.program_store  # single fits from the on-disk store
     say = _printer(args)
     with _Elapsed(f"reading {args.train_file}", enabled=not args.quiet):
         X, y, groups = _read(args.train_file)

@@ -303,7 +303,6 @@ def _main(argv):
     import warnings
 
     from jaxrank._src.oracles.sorting import _cacheable_programs
-    from jaxrank._src.solvers.run import use_program_store
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -311,7 +310,7 @@ def _main(argv):
         # Python's warnings as one line each: `jaxrank: warning: ...`.
         warnings.showwarning = _show_warning
         store = _compilation_cache(args)
-        previous = use_program_store(store)
+        args.program_store = store  # the commands hand it to the estimators they fit
         try:
             if store is None:
                 return args.func(args)
@@ -331,8 +330,6 @@ def _main(argv):
             except OSError:
                 pass
             return 0
-        finally:
-            use_program_store(previous)
 
 
 def _one_line(message):

@@ -8,13 +8,8 @@ from sklearn.utils._param_validation import Interval, Real, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from jaxrank._src import validation
-from jaxrank._src.estimators.base import (
-    DEVICES_CONSTRAINT,
-    StructuredSVM,
-    check_feature_scale,
-    check_groups,
-    map_score,
-)
+from jaxrank._src.estimators.base import StructuredSVM, check_groups, map_score
+from jaxrank._src.estimators.checks import DEVICES_CONSTRAINT, check_feature_scale
 from jaxrank._src.estimators.side import SideInput
 from jaxrank._src.layout import max_row_norm
 from jaxrank._src.models.ap import APModel, query_layout
@@ -110,7 +105,8 @@ class APSVM(StructuredSVM):
     side_input = SideInput("groups", "queries")
     # Saved by jaxrank.save: a model fitted on queries keeps reading grades
     # (``y >= min_relevance``) in ``jaxrank evaluate``.
-    _persist = ("n_queries_", "n_dropped_queries_")
+    _persist = {**StructuredSVM._persist, "n_queries_": ("count", "T?", None),
+                "n_dropped_queries_": ("count", "T?", None)}
 
     def __init__(self, C=100.0, *, inference="select", min_relevance=1, max_iter=1000,
                  tol=1e-4, verbose=False, devices=None,

@@ -8,11 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from jaxrank._src.estimators.base import (
-    DEVICES_CONSTRAINT,
-    StructuredSVM,
-    check_positive_float32,
-)
+from jaxrank._src.estimators.base import StructuredSVM
+from jaxrank._src.estimators.checks import DEVICES_CONSTRAINT, check_positive_float32
 from jaxrank._src.features import Intercept
 from jaxrank._src.models.appx import AppxModel
 from jaxrank._src.oracles.ap import METHODS
@@ -133,8 +130,17 @@ class APSVMApprox(StructuredSVM):
     # jaxrank.sweep's progress: every fit runs two solver stages, each reporting its fits.
     _progress_stages = 2
     _learns_intercept = True
-    _persist = ("w0_", "w0_intercept_", "C_binary_", "binary_n_iter_", "binary_converged_",
-                "n_easy_", "mu_", "constraint_violation_")
+    _persist = {
+        **StructuredSVM._persist,
+        "w0_": ("weights", "Td", None),
+        "w0_intercept_": ("weights", "T", None),
+        "C_binary_": ("value", "T?", "> 0"),
+        "binary_n_iter_": ("count", "T?", None),
+        "binary_converged_": ("flag", "T?", None),
+        "n_easy_": ("count", "T?", None),
+        "mu_": ("value", "T?", None),
+        "constraint_violation_": ("value", "T?", None),
+    }
 
     def __init__(self, C=100.0, *, k=0.5, C_binary=None, fit_intercept=True, inference="select",
                  max_iter=1000, binary_max_iter=2000, tol=1e-4, verbose=False, devices=None,
@@ -176,7 +182,7 @@ class APSVMApprox(StructuredSVM):
                      batch_size=batch_size, progress=bool(progress), single=bool(single))
         extras = {"w0_": r.w0, "C_binary_": r.C_binary, "binary_n_iter_": r.binary_fit_steps,
                   "binary_converged_": r.binary_converged, "n_easy_": jnp.sum(r.easy, axis=-1),
-                  "mu_": r.mu, "constraint_violation_": r.violation, "_appx": r}
+                  "mu_": r.mu, "constraint_violation_": r.violation}
         return r.fit, extras
 
     def _fitted_extras(self, extras, pick):

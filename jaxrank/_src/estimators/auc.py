@@ -2,7 +2,8 @@ r"""The ROC-area SVM (Joachims 2005; SVM-perf ``-l 10``) as a scikit-learn estim
 
 from __future__ import annotations
 
-from jaxrank._src.estimators.base import DEVICES_CONSTRAINT, StructuredSVM
+from jaxrank._src.estimators.base import StructuredSVM
+from jaxrank._src.estimators.checks import DEVICES_CONSTRAINT
 from jaxrank._src.models.auc import AUCModel
 
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from sklearn.utils._param_validation import Interval, Real, StrOptions
 
-from jaxrank._src.estimators.base import (
-    DEVICES_CONSTRAINT,
-    StructuredSVM,
-    check_positive_float32,
-)
+from jaxrank._src.estimators.base import StructuredSVM
+from jaxrank._src.estimators.checks import DEVICES_CONSTRAINT, check_positive_float32
 from jaxrank._src.models.binary import BinaryModel
 
 

@@ -21,7 +21,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from jaxrank._src.estimators.base import DEVICES_CONSTRAINT, StructuredSVM
+from jaxrank._src.estimators.base import StructuredSVM
+from jaxrank._src.estimators.checks import DEVICES_CONSTRAINT
 from jaxrank._src.models.contingency import ContingencyModel, ContingencyProblem
 from jaxrank._src.oracles.contingency import (
     f1_at_zero,

@@ -13,9 +13,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxrank._src import validation
-from jaxrank._src.estimators.base import (
+from jaxrank._src.estimators.base import CCCP_ATTRIBUTES, StructuredSVM
+from jaxrank._src.estimators.checks import (
     DEVICES_CONSTRAINT,
-    StructuredSVM,
     check_feature_scale,
     check_positive_float32,
     warn_tied_scores,
@@ -65,7 +65,8 @@ class _HighOrderSVM(StructuredSVM):
         **DEVICES_CONSTRAINT,
     }
     side_input = SideInput("edges", "edges", required=True, at_predict=True)
-    _persist = ("pairwise_coef_", "pairwise_intercept_")
+    _persist = {**StructuredSVM._persist, "pairwise_coef_": ("weights", "Td", "<= 0"),
+                "pairwise_intercept_": ("weights", "T", "<= 0")}
 
     # -- checks and data ------------------------------------------------------
 
@@ -526,6 +527,8 @@ class HOAPSVM(_HighOrderSVM):
         cccp_objectives_: objective (16) at ``w_0, w_1, ...`` (``[K]``; ``[T,
             K]`` for a 2-D ``y``, each row padded with its last value).
         n_cccp_iter_: CCCP steps made (int; ``[T]``).
+        cccp_converged_: CCCP stopped by its own rule, not at
+            ``cccp_max_iter`` (bool; ``[T]``).
         cccp_gaps_: certified duality gap (objective - dual) of each convex
             step. ``cccp_objectives_`` does not increase, converged steps or
             not (warm starts); the fitted weights are the iterate of lowest
@@ -557,7 +560,7 @@ class HOAPSVM(_HighOrderSVM):
     # ``SPL_START * SPL_MU**t`` of the positives (rounded up; all from t = 3).
     SPL_START = 0.5
     SPL_MU = 1.3
-    _persist = _HighOrderSVM._persist + ("cccp_objectives_", "cccp_gaps_", "n_cccp_iter_")
+    _persist = {**_HighOrderSVM._persist, **CCCP_ATTRIBUTES}
 
     def __init__(self, C=1.0, *, eta=1.0, init="hobsvm", init_C=None, init_max_iter=None,
                  fit_intercept=True, max_enum=12, graph_method="auto", inference="select",
@@ -655,7 +658,8 @@ class HOAPSVM(_HighOrderSVM):
             hist[:, k] = np.where(np.isnan(hist[:, k]), hist[:, k - 1], hist[:, k])
         hist = hist[:, : int(tr.n_iter.max()) + 1]
         gaps = np.nan_to_num(tr.gaps[:, : int(tr.n_iter.max())], nan=0.0)
-        extras = {"cccp_objectives_": hist, "n_cccp_iter_": tr.n_iter, "cccp_gaps_": gaps}
+        extras = {"cccp_objectives_": hist, "n_cccp_iter_": tr.n_iter, "cccp_gaps_": gaps,
+                  "cccp_converged_": ~np.asarray(tr.hit_max_iter)}
         return tr.last._replace(w=tr.w), extras
 
     def _apsvm_init(self, model, data, problems, C, *, single, batch_size=None):
@@ -694,3 +698,4 @@ class HOAPSVM(_HighOrderSVM):
             self.cccp_objectives_ = hist.copy()
             self.cccp_gaps_ = gaps.copy()
         self.n_cccp_iter_ = pick(steps, int)
+        self.cccp_converged_ = pick(extras["cccp_converged_"], bool)

@@ -43,7 +43,7 @@ def _binary_y(y, pos_label=None):
 
 def _check_bandwidth(bandwidth):
     """``None`` for ``"auto"``, else the bandwidth, validated after the float32 cast."""
-    from jaxrank._src.estimators.base import check_positive_float32
+    from jaxrank._src.estimators.checks import check_positive_float32
 
     if isinstance(bandwidth, str):
         if bandwidth != "auto":
@@ -369,7 +369,13 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         "devices": [None, Interval(Integral, 1, None, closed="left"), list, tuple],
         "pos_label": "no_validation",  # checked against the labels by fit
     }
-    _persist = ("bandwidth_", "objective_", "n_iter_")
+    # Saved by jaxrank.save besides coef_, intercept_, classes_ (kinds as
+    # StructuredSVM._persist).
+    _persist = {
+        "bandwidth_": ("value", "T?", "> 0"),
+        "objective_": ("trace", "T?", None),
+        "n_iter_": ("count", "T?", None),
+    }
 
     def __init__(
         self,
@@ -405,7 +411,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
     # -- validation ---------------------------------------------------------
 
     def _check_params(self):
-        from jaxrank._src.estimators.base import check_positive_float32
+        from jaxrank._src.estimators.checks import check_positive_float32
 
         self._validate_params()
         if self.scorer not in ("linear", "gmm"):
@@ -495,7 +501,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
                 "KernelRank: the fitted scorer gives non-finite training scores (overflow in "
                 "float32); rescale X (e.g. sklearn.preprocessing.StandardScaler) or lower "
                 "learning_rate.")
-        from jaxrank._src.estimators.base import warn_tied_scores
+        from jaxrank._src.estimators.checks import warn_tied_scores
 
         warn_tied_scores(self, s[:, None], np.ones((1, s.shape[0]), bool))
         self.intercept_ = np.array(

@@ -19,9 +19,9 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 
 from jaxrank._src import validation
 from jaxrank._src.estimators.bags import _check_instance_mask, _given_id, check_bags, per_bag_labels
-from jaxrank._src.estimators.base import (
+from jaxrank._src.estimators.base import CCCP_ATTRIBUTES, StructuredSVM
+from jaxrank._src.estimators.checks import (
     DEVICES_CONSTRAINT,
-    StructuredSVM,
     check_feature_scale,
     warn_unconverged,
 )
@@ -62,7 +62,8 @@ class LatentEstimator(StructuredSVM):
         **DEVICES_CONSTRAINT,
     }
     side_input = SideInput("bags", "bags", required=True, at_predict=True)
-    _persist = ("n_cccp_iter_", "cccp_objectives_", "cccp_gaps_", "init_objectives_")
+    _persist = {**StructuredSVM._persist, **CCCP_ATTRIBUTES,
+                "init_objectives_": ("trace", "1d", None)}
 
     def _features(self):
         return CandidateFeatures()
@@ -186,8 +187,8 @@ class LatentEstimator(StructuredSVM):
             devices=devices, verbose=type(self).__name__ if self.verbose else None)
         extras = {"n_cccp_iter_": out.n_iter, "cccp_objectives_": out.objectives,
                   "cccp_gaps_": out.gaps, "init_objectives_": out.init_objectives,
-                  "_hit_max_outer": out.hit_max_iter,
-                  "_last_step_converged": out.last_step_converged}
+                  "cccp_converged_": ~np.asarray(out.hit_max_iter)}
+        # (out.result.converged: the last convex step reached tol.)
         return out.result, extras
 
     def _fitted_extras(self, extras, pick):
@@ -197,6 +198,10 @@ class LatentEstimator(StructuredSVM):
         g = np.asarray(extras["cccp_gaps_"], np.float64)[0]
         self.cccp_gaps_ = g[: self.n_cccp_iter_].copy()
         self.init_objectives_ = np.asarray(extras["init_objectives_"], np.float64)[0].copy()
+        # converged_: the last convex step's certificate (set from the fit
+        # result) and CCCP's own stop.
+        self.cccp_converged_ = pick(extras["cccp_converged_"], bool)
+        self.converged_ = self.converged_ & self.cccp_converged_
 
     def _scores(self, W, data):
         """``[B, M]`` training bag scores (max over candidates) of weights ``W [M, dim]``."""
@@ -264,12 +269,12 @@ class LatentEstimator(StructuredSVM):
         res = jax.tree_util.tree_map(np.asarray, res)
         self._set_fitted(res, extras, classes, False, data, positive)
         self.fit_time_ = time.perf_counter() - t0
-        if not bool(np.asarray(extras["_last_step_converged"])[0]):
+        if not bool(np.asarray(res.converged)[0]):
             # The gap of the last convex step (not of the non-convex objective).
             last = float(self.cccp_gaps_[-1])
             step = res._replace(objective=np.asarray(res.dual) + last)
             warn_unconverged(self, step, " (the last convex CCCP step, latent variables fixed)")
-        if bool(np.asarray(extras["_hit_max_outer"])[0]):
+        if not self.cccp_converged_:
             warnings.warn(
                 f"{type(self).__name__}: CCCP stopped at cccp_max_iter={self.cccp_max_iter} "
                 "while the objective was still decreasing by more than cccp_tol.",
@@ -409,6 +414,8 @@ _COMMON_ATTRS = """
             CCCP makes one more step instead (once per run), warm-started at
             that step's best iterate.
         n_cccp_iter_: CCCP iterations of the kept run.
+        cccp_converged_: CCCP stopped by its own rule, not at
+            ``cccp_max_iter`` (bool).
         cccp_objectives_: ``[n_cccp_iter_]`` float64, the objective after every
             outer iteration of the kept run. Non-increasing (up to float32
             rounding), converged steps or not: every convex step is
@@ -681,7 +688,7 @@ class LatentSVM(LatentEstimator):
 
     def _check_params(self):
         super()._check_params()
-        from jaxrank._src.estimators.base import check_positive_float32
+        from jaxrank._src.estimators.checks import check_positive_float32
 
         if isinstance(self.J, str):
             balanced_factor(self.J)

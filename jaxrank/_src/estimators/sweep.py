@@ -42,8 +42,10 @@ edge where the best (setting, ``C``) of a task sits.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
+import logging
 import time
 
 import jax
@@ -51,18 +53,22 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import clone
 
-from jaxrank._src.estimators.base import (
+from jaxrank._src.estimators.base import StructuredSVM, map_score
+from jaxrank._src.estimators.checks import (
     _SCALE_MAX,
-    StructuredSVM,
     check_feature_scale,
     check_positive_float32,
-    map_score,
 )
 from jaxrank._src.estimators.model_selection import fold_masks
 from jaxrank._src.estimators.registry import get_estimator, name_of
 from jaxrank._src.layout import pad_design
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.solvers.run import is_device_grid, progress_hook, resolve_devices, shard_rows
+from jaxrank._src.solvers.run import (
+    PROGRESS_LOGGER,
+    is_device_grid,
+    resolve_devices,
+    shard_rows,
+)
 
 _C_RANGE = (1e-6, 1e8)
 
@@ -190,6 +196,37 @@ class _Progress:
             self.bar.close()
 
 
+class _ProgressHandler(logging.Handler):
+    """Calls ``fn(n)`` for each record of the solvers' progress logger."""
+
+    def __init__(self, fn):
+        super().__init__(logging.INFO)
+        self.fn = fn
+
+    def emit(self, record):
+        n = getattr(record, "n_stopped", None)
+        if n is not None:
+            self.fn(int(n))
+
+
+@contextlib.contextmanager
+def _following_progress(fn):
+    """Within the block, ``fn(n)`` as batches of fits stop (the ``jaxrank.progress``
+    logger at INFO, not propagated to other handlers meanwhile)."""
+    log = logging.getLogger(PROGRESS_LOGGER)
+    handler = _ProgressHandler(fn)
+    level, propagate = log.level, log.propagate
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+        log.propagate = propagate
+
+
 def _resolve(model, params):
     if isinstance(model, str):
         est = get_estimator(model)(**params)
@@ -247,7 +284,7 @@ def _run(est, data, positive, where, masks, Cs, groups, batch_size, devices, pro
                     f"{M} fits" + (f" x {stages} stages" if stages > 1 else ""))
     t0 = time.perf_counter()
     try:
-        with progress_hook(bar):
+        with _following_progress(bar):
             res, extras = est._train(model, data, problems, jnp.asarray(Cs[g], jnp.float32),
                                      single=False, batch_size=batch_size, devices=devices,
                                      progress=bool(progress))

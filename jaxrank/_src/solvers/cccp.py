@@ -410,7 +410,7 @@ def latent_cccp(model, data, problems, C, *, n_init, init, rng, cccp_max_iter, c
         w=jnp.asarray(tr.w[idx]), objective=jnp.asarray(tr.objective[idx], jnp.float32),
         dual=jnp.asarray(tr.dual[idx], jnp.float32),
         num_steps=jnp.asarray(tr.num_steps[idx], jnp.int32),
-        converged=jnp.asarray(tr.last_step_converged[idx] & ~tr.hit_max_iter[idx]))
+        converged=jnp.asarray(tr.last_step_converged[idx]))
     return CCCPResult(result=res, n_iter=tr.n_iter[idx], objectives=tr.objectives[idx],
                       gaps=tr.gaps[idx], init_objectives=best_obj_m,
                       hit_max_iter=tr.hit_max_iter[idx],

@@ -8,6 +8,7 @@ fitted weights.
 
 from __future__ import annotations
 
+import logging
 from numbers import Integral
 
 import jax
@@ -170,31 +171,20 @@ def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
     return int(batch_size)
 
 
-# Host-side progress of batched fits: the jitted drivers call the static
-# function ``report_progress`` (so a new hook never recompiles them), which
-# forwards to the hook installed by ``progress_hook``.
-_PROGRESS_HOOKS = []
+# Host-side progress of batched fits, through the standard logging system:
+# the jitted drivers call the one static function ``report_progress`` (so
+# following the progress never recompiles them), which logs an INFO record
+# on this logger with the count in ``record.n_stopped``. A caller who wants
+# the progress attaches a handler (``jaxrank.sweep(progress=...)`` does).
+PROGRESS_LOGGER = "jaxrank.progress"
+_progress_log = logging.getLogger(PROGRESS_LOGGER)
 
 
 def report_progress(n_stopped):
-    """Forward ``n_stopped`` finished fits to the innermost :func:`progress_hook`."""
-    if _PROGRESS_HOOKS:
-        _PROGRESS_HOOKS[-1](int(n_stopped))
-
-
-class progress_hook:
-    """Context manager: ``hook(n)`` is called as batches of fits stop."""
-
-    def __init__(self, hook):
-        self.hook = hook
-
-    def __enter__(self):
-        _PROGRESS_HOOKS.append(self.hook)
-        return self
-
-    def __exit__(self, *exc):
-        _PROGRESS_HOOKS.remove(self.hook)
-        return False
+    """Log ``n_stopped`` finished fits (int) on the ``jaxrank.progress`` logger."""
+    if _progress_log.isEnabledFor(logging.INFO):
+        n = int(n_stopped)
+        _progress_log.info("%d fit(s) stopped", n, extra={"n_stopped": n})
 
 
 def _print_progress(it, obj, dual):
@@ -245,20 +235,15 @@ fit_one = jax.jit(solver.fit, static_argnames=("model", "max_iter", "callback", 
 _FIT_RESULT_TREE = jax.tree_util.tree_structure(solver.FitResult(*(0,) * 5))
 
 
-# Installed by use_program_store (the CLI does, next to JAX's compilation cache).
-_PROGRAM_STORE = None
+def run_fit_one(model, data, problem, *, C, tol, max_iter, callback=None, store=None):
+    """:data:`fit_one`, through ``store`` when given.
 
-
-def use_program_store(store):
-    """Install a :class:`ProgramStore` for single fits (``None`` removes it); returns the old one."""
-    global _PROGRAM_STORE
-    old, _PROGRAM_STORE = _PROGRAM_STORE, store
-    return old
-
-
-def run_fit_one(model, data, problem, *, C, tol, max_iter, callback=None):
-    """:data:`fit_one`, through the installed :class:`ProgramStore` when there is one."""
-    store = _PROGRAM_STORE
+    ``store``: an object with ``run(lower, static, args, kwargs, *, out_tree)``
+    that returns the outputs of the lowered program (the command line's
+    program store, :mod:`jaxrank._src.cli.store`, keeps compiled fits across
+    processes); ``None``: the jitted call. A fit with a ``callback`` is always
+    the jitted call (programs with host callbacks cannot be stored).
+    """
     if store is None or callback is not None:
         return fit_one(model, data, problem, C=C, tol=tol, max_iter=max_iter,
                        callback=callback)

@@ -69,12 +69,14 @@ over devices.
 
 from __future__ import annotations
 
+import enum
 import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg
+import numpy as np
 from jax import lax
 
 from jaxrank._src.solvers import dcd
@@ -96,6 +98,25 @@ from jaxrank._src.solvers.qp import (
 from jaxrank._src.types import HingeTerms
 
 
+class FitStatus(enum.IntEnum):
+    """Why a fit stopped (:attr:`FitResult.status`; optimistix's ``RESULTS`` in spirit).
+
+    ``CONVERGED``: the certified relative duality gap reached ``tol``;
+    ``MAX_ITER``: ``max_iter`` iterations with a finite objective above it;
+    ``NONFINITE``: the objective is NaN or infinite (a float32 overflow:
+    rescale the features), so no gap can be certified.
+    """
+
+    CONVERGED = 0
+    MAX_ITER = 1
+    NONFINITE = 2
+
+    @property
+    def label(self):
+        """``"converged"``, ``"max_iter"`` or ``"non-finite"``."""
+        return ("converged", "max_iter", "non-finite")[self.value]
+
+
 class FitResult(NamedTuple):
     """Result of :func:`fit` (arrays; a leading ``[M]`` axis from :func:`fit_many`).
 
@@ -113,6 +134,20 @@ class FitResult(NamedTuple):
     dual: jax.Array
     num_steps: jax.Array
     converged: jax.Array
+
+    @property
+    def status(self):
+        """``[]`` int32 :class:`FitStatus` code (``[M]`` for batched results).
+
+        A fit stops when it converges or at ``max_iter``; one that did not
+        converge is ``NONFINITE`` when its objective is NaN or infinite, else
+        ``MAX_ITER``. Works on traced and on host (NumPy) results.
+        """
+        xp = jnp if isinstance(self.converged, jax.Array) else np
+        bad = ~xp.isfinite(xp.asarray(self.objective))
+        code = xp.where(xp.asarray(self.converged), FitStatus.CONVERGED.value,
+                        xp.where(bad, FitStatus.NONFINITE.value, FitStatus.MAX_ITER.value))
+        return code.astype(xp.int32)
 
 
 class SolverState(NamedTuple):
