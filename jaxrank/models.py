@@ -24,7 +24,8 @@ worked example of a user-defined model.
   :class:`GraphData`, problems :class:`HOBProblem`, :class:`HOAPProblem`.
 """
 
-from jaxrank._src.features import Design, Intercept, LinearFeatures, design
+from jaxrank._src.features import Intercept, LinearFeatures
+from jaxrank._src.layout import Design, design
 from jaxrank._src.models.ap import APModel, query_layout
 from jaxrank._src.models.appx import AppxModel, AppxProblem
 from jaxrank._src.models.auc import AUCModel

@@ -1,4 +1,5 @@
-"""The layout of a design matrix: shape buckets and padding, row norms (host side)."""
+"""The design matrix and its layout: :class:`Design` (dense or sparse rows),
+its shape buckets, padding and row norms (host side)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,215 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse as sp
+from jax.experimental import sparse as jsparse
 
-from jaxrank._src.features import (
+from jaxrank._src.arrays import (
     IN_PLACE_MIN_ENTRIES,
-    Design,
+    ShiftedRows,
+    _dense_matmul,
+    _dense_rmatmul,
+    _sparse_matmul,
+    _sparse_rmatmul,
     aligned_empty,
     device_dense,
 )
+
+
+@jax.tree_util.register_pytree_node_class
+class Design:
+    """A design matrix ``X [n, d]``: dense, or sparse rows (BCOO plus CSR offsets).
+
+    A pytree (its arrays are leaves; ``n`` and ``d`` are static), so it can be
+    passed to jitted functions and shared by the fits of a batch. ``X @ w`` and
+    ``X.T @ g`` work for both layouts; the per-sample hinge block also needs
+    row access (:meth:`row_layout`).
+
+    Attributes:
+        X: ``[n, d]`` float ``jax.Array``, ``jax.experimental.sparse.BCOO``
+            (row-major sorted, no duplicates) or :class:`ShiftedRows` (a
+            large float32 NumPy array used in place, see :func:`design`).
+        indptr: ``[n + 1]`` int32 CSR row offsets into ``X.data`` (sparse
+            only, else ``None``).
+        shape: static ``(n, d)``.
+        known_max_row_norm: ``max_i ||x_i||`` of the data it was made from, when
+            recorded (:meth:`remember_row_norm`), else ``None``;
+            not a pytree leaf (a transformed design forgets it).
+    """
+
+    def __init__(self, X, indptr=None):
+        self.X = X
+        self.indptr = indptr
+        self.shape = tuple(int(s) for s in X.shape)
+        self.known_max_row_norm = None
+
+    def tree_flatten(self):
+        return (self.X, self.indptr), self.shape
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        obj = object.__new__(cls)
+        obj.X, obj.indptr = children
+        obj.shape = aux
+        obj.known_max_row_norm = None
+        return obj
+
+    @property
+    def sparse(self) -> bool:
+        """True for the BCOO layout."""
+        return isinstance(self.X, jsparse.BCOO)
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    def __matmul__(self, w):
+        """``X @ w`` for ``w [d]`` or ``[d, T]`` (its transpose is :meth:`rmatvec`)."""
+        if self.sparse:
+            return _sparse_matmul(self.X.data, self.X.indices, w, self.shape[0])
+        if isinstance(self.X, ShiftedRows):
+            return self.X @ w
+        return _dense_matmul(self.X, w)
+
+    def rmatvec(self, g):
+        """``X.T @ g`` for ``g [n]`` (or ``[n, T]``): ``[d]`` (``[d, T]``)."""
+        if self.sparse:
+            return _sparse_rmatmul(self.X.data, self.X.indices, g, self.shape[1])
+        if isinstance(self.X, ShiftedRows):
+            return self.X.rmatmul(g)
+        return _dense_rmatmul(self.X, g)
+
+    def row_sq_norms(self):
+        """``[n]`` squared row norms ``||x_i||^2``."""
+        if self.sparse:
+            return jax.ops.segment_sum(self.X.data * self.X.data, self.X.indices[:, 0],
+                                       num_segments=self.shape[0])
+        X = self.X.materialize() if isinstance(self.X, ShiftedRows) else self.X
+        return jnp.sum(X * X, axis=1)
+
+    def materialized(self):
+        """This design with plain array storage (a copy if ``X`` is :class:`ShiftedRows`).
+
+        For code that needs ``X`` as one ``[n, d]`` array (e.g. the per-sample
+        hinge block's native kernel).
+        """
+        if isinstance(self.X, ShiftedRows):
+            return Design(self.X.materialize())
+        return self
+
+    def padded(self, n_rows, n_cols):
+        """This design padded with zero rows and zero columns to ``[n_rows, n_cols]``.
+
+        Dense data is copied into the larger array (:func:`fit_buckets` does not
+        pad large dense designs, which are used in place). Sparse data keeps its stored
+        entries (only the shape and the CSR row offsets grow; on a CPU backend the
+        entries are padded to a bucket too, see :func:`_pad_sparse_host`), except a small
+        padded design (at most 2^16 entries, 256 KB in float32), which is
+        densified: the same values, faster kernels at that size, and the same
+        compiled program as dense input. On a CPU backend the padding is done by
+        NumPy on the host (no XLA program per input shape: fits of nearby sizes
+        compile nothing).
+        """
+        data = self
+        n, d = data.shape
+        host = jax.default_backend() == "cpu" and not any(
+            isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(data))
+        if data.sparse and n_rows * n_cols <= _PAD_SMALL_ENTRIES:
+            if host:
+                out = np.zeros((n_rows, n_cols), np.dtype(data.dtype))
+                idx = np.asarray(data.X.indices)
+                np.add.at(out, (idx[:, 0], idx[:, 1]), np.asarray(data.X.data))
+                return Design(device_dense(out, out.dtype))
+            data = Design(data.X.todense())
+        if data.sparse and host:
+            return _pad_sparse_host(data, n_rows, n_cols)
+        if (n, d) == (n_rows, n_cols):
+            return data
+        data = data.materialized()
+        if data.sparse:
+            X = jsparse.BCOO((data.X.data, data.X.indices), shape=(n_rows, n_cols),
+                             indices_sorted=data.X.indices_sorted,
+                             unique_indices=data.X.unique_indices)
+            indptr = jnp.concatenate(
+                [data.indptr, jnp.broadcast_to(data.indptr[-1:], (n_rows - n,))])
+            return Design(X, indptr)
+        if host:
+            out = aligned_empty((n_rows, n_cols), np.dtype(data.dtype))
+            out[:n, :d] = np.asarray(data.X)
+            out[:n, d:] = 0
+            out[n:] = 0
+            return Design(device_dense(out, out.dtype))
+        return Design(jnp.pad(data.X, ((0, n_rows - n), (0, n_cols - d))))
+
+    def max_row_norm(self):
+        """``R = max_i ||x_i||`` (float) on the host, without overflow
+        (:func:`max_row_norm`); the recorded value when there is one."""
+        if self.known_max_row_norm is not None:
+            return self.known_max_row_norm
+        if self.sparse:
+            vals = np.asarray(self.X.data)
+            rows = np.asarray(self.X.indices[:, 0])
+            return _sparse_row_norm(vals, rows, self.shape[0])
+        return max_row_norm(np.asarray(self.X))  # a view of the device buffer on a CPU backend
+
+    def remember_row_norm(self, R):
+        """Record ``R = max_row_norm(X)`` of the data this design was made from; returns self."""
+        self.known_max_row_norm = float(R)
+        return self
+
+    def __repr__(self):
+        kind = "sparse" if self.sparse else "dense"
+        return f"Design({kind}, shape={self.shape}, dtype={self.dtype})"
+
+
+def design(X, *, dtype=np.float32, in_place=False) -> Design:
+    """Wrap validated features as a :class:`Design` (no validation here).
+
+    Dense input is placed on the device with at most one copy
+    (:func:`device_dense`): a NumPy array (or ``np.memmap``, e.g.
+    ``np.load(path, mmap_mode="r")``) that is already ``dtype``,
+    C-contiguous and 64-byte aligned is used as is on a CPU backend (the
+    :class:`Design` shares its memory); any other is converted into one new
+    ``dtype`` array in chunks of rows, without a full-size temporary. With
+    ``in_place=True``, a large (more than :data:`IN_PLACE_MIN_ENTRIES`
+    entries) C-contiguous ``dtype`` array that is not 64-byte aligned (NumPy
+    aligns to 16 bytes) is used in place too, as :class:`ShiftedRows`.
+
+    Args:
+        X: ``[n, d]`` numeric NumPy/JAX array, ``scipy.sparse`` matrix (kept
+            sparse: about 12 bytes per stored entry), a BCOO matrix or a
+            :class:`Design` (returned as is).
+        dtype: float dtype of the values (float32 by default).
+        in_place: allow the :class:`ShiftedRows` layout (for designs used
+            only through ``@``, :meth:`Design.rmatvec` and the feature maps
+            of this module, as the estimators' fits do).
+
+    Returns:
+        :class:`Design`.
+    """
+    if isinstance(X, Design):
+        return X
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=dtype)
+        X.sum_duplicates()
+        X.sort_indices()
+        # Built on the host (BCOO.from_scipy_sparse runs a dozen eager JAX
+        # programs, each compiled once per process and per number of entries).
+        rows = np.repeat(np.arange(X.shape[0], dtype=np.int32), np.diff(X.indptr))
+        idx = np.stack([rows, X.indices.astype(np.int32, copy=False)], axis=1)
+        B = jsparse.BCOO((jax.device_put(X.data), jax.device_put(idx)), shape=X.shape,
+                         indices_sorted=True, unique_indices=True)
+        return Design(B, jax.device_put(X.indptr.astype(np.int32)))
+    if isinstance(X, jsparse.BCOO):
+        Xs = sp.csr_matrix(
+            (np.asarray(X.data), (np.asarray(X.indices[:, 0]), np.asarray(X.indices[:, 1]))),
+            shape=X.shape, dtype=dtype)
+        return design(Xs, dtype=dtype)
+    if in_place:
+        shifted = ShiftedRows.of(X, dtype)
+        if shifted is not None:
+            return Design(shifted)
+    return Design(device_dense(X, dtype))
 
 # Shape buckets of ``fit`` (see :func:`bucket_size`): every jitted fit is one
 # XLA program per static shape (seconds to compile, far more than a small
@@ -30,7 +233,7 @@ PAD_MIN_COLS = 32
 PAD_MIN_TASKS = 8
 
 
-PAD_MIN_ENTRIES = 1024  # stored entries of a sparse design (see pad_design)
+PAD_MIN_ENTRIES = 1024  # stored entries of a sparse design (see Design.padded)
 
 
 _PAD_SMALL_ENTRIES = 2**16  # the column minimum applies to designs up to this size
@@ -63,54 +266,8 @@ def bucket_size(k, minimum=1):
     return -(-k // step) * step
 
 
-def pad_design(data, n_rows, n_cols):
-    """A :class:`Design` padded with zero rows and zero columns to ``[n_rows, n_cols]``.
-
-    Dense data is copied into the larger array (:func:`fit_buckets` does not
-    pad large dense designs, which are used in place). Sparse data keeps its stored
-    entries (only the shape and the CSR row offsets grow; on a CPU backend the
-    entries are padded to a bucket too, see :func:`_pad_sparse_host`), except a small
-    padded design (at most 2^16 entries, 256 KB in float32), which is
-    densified: the same values, faster kernels at that size, and the same
-    compiled program as dense input. On a CPU backend the padding is done by
-    NumPy on the host (no XLA program per input shape: fits of nearby sizes
-    compile nothing).
-    """
-    n, d = data.shape
-    host = jax.default_backend() == "cpu" and not any(
-        isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(data))
-    if data.sparse and n_rows * n_cols <= _PAD_SMALL_ENTRIES:
-        if host:
-            out = np.zeros((n_rows, n_cols), np.dtype(data.dtype))
-            idx = np.asarray(data.X.indices)
-            np.add.at(out, (idx[:, 0], idx[:, 1]), np.asarray(data.X.data))
-            return Design(device_dense(out, out.dtype))
-        data = Design(data.X.todense())
-    if data.sparse and host:
-        return _pad_sparse_host(data, n_rows, n_cols)
-    if (n, d) == (n_rows, n_cols):
-        return data
-    data = data.materialized()
-    if data.sparse:
-        from jax.experimental import sparse as jsparse
-
-        X = jsparse.BCOO((data.X.data, data.X.indices), shape=(n_rows, n_cols),
-                         indices_sorted=data.X.indices_sorted,
-                         unique_indices=data.X.unique_indices)
-        indptr = jnp.concatenate(
-            [data.indptr, jnp.broadcast_to(data.indptr[-1:], (n_rows - n,))])
-        return Design(X, indptr)
-    if host:
-        out = aligned_empty((n_rows, n_cols), np.dtype(data.dtype))
-        out[:n, :d] = np.asarray(data.X)
-        out[:n, d:] = 0
-        out[n:] = 0
-        return Design(device_dense(out, out.dtype))
-    return Design(jnp.pad(data.X, ((0, n_rows - n), (0, n_cols - d))))
-
-
 def _pad_sparse_host(data, n_rows, n_cols):
-    """Sparse :func:`pad_design` on the host, stored entries padded to a bucket too.
+    """Sparse :meth:`Design.padded` on the host, stored entries padded to a bucket too.
 
     The number of stored entries is a static shape of every program that
     reads the design: it is padded to :func:`bucket_size` (minimum
@@ -119,8 +276,6 @@ def _pad_sparse_host(data, n_rows, n_cols):
     entries (the per-sample hinge block never reads the padding; the
     products add zeros).
     """
-    from jax.experimental import sparse as jsparse
-
     n = data.shape[0]
     vals = np.asarray(data.X.data)
     idx = np.asarray(data.X.indices)
@@ -150,7 +305,7 @@ def fit_buckets(n, d, T, *, dense=True):
     (256 MB in float32) keeps its shape: padding it would copy the data
     (twice its memory at the peak), and compiling its own program (seconds)
     is small next to its fit. Sparse designs are padded without copying
-    their entries (:func:`pad_design`).
+    their entries (:meth:`Design.padded`).
     """
     T_pad = 1 if T == 1 else bucket_size(T, PAD_MIN_TASKS)
     if dense and n * d > PAD_MAX_DENSE_ENTRIES:
@@ -183,19 +338,12 @@ def max_row_norm(X):
         overflow or lose precision (squared norms above ``1e35`` or below
         ``2^-90``), ``R`` is recomputed on ``X / max|x_ij|`` in float64. The
         value of a :class:`Design` made by ``fit`` is remembered
-        (:func:`remember_row_norm`), so the data is read once.
+        (:meth:`Design.remember_row_norm`), so the data is read once.
     """
     import scipy.sparse as sp
 
     if isinstance(X, Design):
-        known = X.known_max_row_norm
-        if known is not None:
-            return known
-        if X.sparse:
-            vals = np.asarray(X.X.data)
-            rows = np.asarray(X.X.indices[:, 0])
-            return _sparse_row_norm(vals, rows, X.shape[0])
-        X = np.asarray(X.X)  # a view of the device buffer on a CPU backend
+        return X.max_row_norm()
     if sp.issparse(X):
         if X.format == "csr":
             return _sparse_row_norm(np.asarray(X.data), indptr=np.asarray(X.indptr))
@@ -231,12 +379,6 @@ def _scaled_row_norm(X, step):
         c /= m
         q = max(q, float(np.max(np.einsum("ij,ij->i", c, c))))
     return m * math.sqrt(q)
-
-
-def remember_row_norm(data, R):
-    """Record ``R = max_row_norm(X)`` on the :class:`Design` ``data`` made from ``X``."""
-    data.known_max_row_norm = float(R)
-    return data
 
 
 def _sparse_row_norm(vals, rows=None, n=0, *, indptr=None):

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from jax.experimental import sparse as jsparse
 
 import jaxrank
-from jaxrank._src import features, layout
+from jaxrank._src import arrays, layout
 from jaxrank._src.cli import store as cli_store
 from jaxrank.models import APModel, ItemProblem, design
 
@@ -43,7 +43,7 @@ def _problem(n, d, seed=0, out=None):
 @pytest.fixture
 def in_place_everywhere(monkeypatch):
     """Use the in-place layouts (and skip padding) for every dense size."""
-    monkeypatch.setattr(features, "IN_PLACE_MIN_ENTRIES", 0)
+    monkeypatch.setattr(arrays, "IN_PLACE_MIN_ENTRIES", 0)
     monkeypatch.setattr(layout, "PAD_MAX_DENSE_ENTRIES", 0)
 
 
@@ -70,14 +70,14 @@ def test_unaligned_float32_is_used_in_place_as_shifted_rows(gap, in_place_everyw
     X, _ = _problem(50, 20, out=_aligned((50, 20), gap=gap))
     assert X.ctypes.data % 64 == 64 - gap
     D = design(X, in_place=True)
-    assert isinstance(D.X, features.ShiftedRows) and D.X.offset == gap // 4
+    assert isinstance(D.X, arrays.ShiftedRows) and D.X.offset == gap // 4
     assert np.shares_memory(np.asarray(D.X.body), X)
     np.testing.assert_array_equal(np.asarray(D.X), X)
     np.testing.assert_array_equal(np.asarray(D.materialized().X), X)
     traced = jax.jit(lambda D: D.materialized().X)(D)  # the in-program copy
     np.testing.assert_array_equal(np.asarray(traced), X)
     # Without in_place (the default), or below the size threshold: a plain array.
-    assert not isinstance(design(X).X, features.ShiftedRows)
+    assert not isinstance(design(X).X, arrays.ShiftedRows)
 
 
 def test_fit_keeps_float32_input_in_place_and_copies_float64_once(in_place_everywhere):
@@ -87,7 +87,7 @@ def test_fit_keeps_float32_input_in_place_and_copies_float64_once(in_place_every
     X, y = _problem(n, d, out=_aligned((n, d), gap=48))
     est = jaxrank.APSVM(C=10.0, max_iter=3)
     data = est._prepare(X, y, None)[0]
-    assert isinstance(data.X, features.ShiftedRows)
+    assert isinstance(data.X, arrays.ShiftedRows)
     assert np.shares_memory(np.asarray(data.X.body), X)
     del data
     est.fit(X, y)  # compile outside of the measurement
@@ -185,16 +185,16 @@ def test_shifted_rows_products_and_cotangents(n, d, gap, in_place_everywhere):
     rng = np.random.default_rng(d)
     X, _ = _problem(n, d, out=_aligned((n, d), gap=gap))
     D = design(X, in_place=True)
-    assert isinstance(D.X, features.ShiftedRows)
+    assert isinstance(D.X, arrays.ShiftedRows)
     _check_products(D, X, rng)
     np.testing.assert_allclose(D.row_sq_norms(), (X.astype(np.float64) ** 2).sum(1),
                                rtol=1e-5)
     # Cotangents of the stored parts: against autodiff of the plain formula.
     sh, w = D.X, jnp.asarray(rng.standard_normal(d), jnp.float32)
     args = (sh.body, sh.head, sh.tail)
-    got = jax.grad(lambda *a: jnp.sum(jnp.sin(features._shifted_matmul(*a, w))),
+    got = jax.grad(lambda *a: jnp.sum(jnp.sin(arrays._shifted_matmul(*a, w))),
                    argnums=(0, 1, 2))(*args)
-    ref = jax.grad(lambda *a: jnp.sum(jnp.sin(features._shifted_forward(*a, w))),
+    ref = jax.grad(lambda *a: jnp.sum(jnp.sin(arrays._shifted_forward(*a, w))),
                    argnums=(0, 1, 2))(*args)
     for a, b in zip(got, ref):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -209,7 +209,7 @@ def test_sparse_products_and_data_cotangent():
     B = jsparse.BCOO.from_scipy_sparse(X)
     w = jnp.asarray(rng.standard_normal(40), jnp.float32)
     got = jax.grad(lambda v: jnp.sum(jnp.sin(
-        features._sparse_matmul(v, D.X.indices, w, 300))))(D.X.data)
+        arrays._sparse_matmul(v, D.X.indices, w, 300))))(D.X.data)
     ref = jax.grad(lambda v: jnp.sum(jnp.sin(jsparse.BCOO((v, B.indices), shape=B.shape) @ w)))(
         B.data)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)

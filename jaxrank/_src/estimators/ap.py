@@ -129,7 +129,7 @@ class APSVM(StructuredSVM):
                 "relevance grades and min_relevance sets the relevant ones.")
         from sklearn.utils.validation import validate_data
 
-        from jaxrank._src.features import design
+        from jaxrank._src.layout import design
 
         X, y = validate_data(self, validation.check_features(X), y, accept_sparse="csr",
                              dtype=np.float32,

@@ -37,19 +37,14 @@ from jaxrank._src.estimators.checks import (
     warn_unconverged,
 )
 from jaxrank._src.estimators.labels import labels_to_tasks, positive_class_text
-from jaxrank._src.features import (
-    Design,
-    Intercept,
-    LinearFeatures,
-    design,
-)
+from jaxrank._src.features import Intercept, LinearFeatures
 from jaxrank._src.layout import (
     PAD_MIN_ROWS,
+    Design,
     bucket_size,
+    design,
     fit_buckets,
     max_row_norm,
-    pad_design,
-    remember_row_norm,
 )
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.models.base import ItemProblem, Model
@@ -386,7 +381,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         # fits through this hook too).
         R = max_row_norm(X)
         check_feature_scale(R)
-        return remember_row_norm(design(X, in_place=True), R), positive, classes, multi, groups
+        return design(X, in_place=True).remember_row_norm(R), positive, classes, multi, groups
 
     # -- fit ------------------------------------------------------------------
 
@@ -463,17 +458,17 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
             n_pad, d_pad, T_pad = fit_buckets(n, d, T, dense=not data.sparse)
         else:
             n_pad, d_pad, T_pad = n, d, T
-        R = max_row_norm(data)
+        R = data.max_row_norm()
         check_feature_scale(R, float(self.C))
         self._fit_scale = (R, float(self.C))
         if shard or grid is not None:
             # Rows padded to a multiple of the sample axis (masked out by `where`).
             k = len(devices) if shard else len(grid[0])
             n_pad = -(-n_pad // k) * k
-            data = shard_rows(pad_design(data.materialized(), n_pad, d_pad),
+            data = shard_rows(data.materialized().padded(n_pad, d_pad),
                               devices if shard else grid)
         else:
-            data = pad_design(data, n_pad, d_pad)
+            data = data.padded(n_pad, d_pad)
         where = np.zeros((T_pad, n_pad), bool)
         where[:T, :n] = True
         positive = np.pad(positive, ((0, T_pad - T), (0, n_pad - n)))
@@ -582,7 +577,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         """``max_i ||x_i||`` over the feature rows of ``data`` (a design, or data with a
         design ``.X``: candidates, graph nodes); ``None`` for other data."""
         rows = data.X if isinstance(getattr(data, "X", None), Design) else data
-        return max_row_norm(rows) if isinstance(rows, Design) else None
+        return rows.max_row_norm() if isinstance(rows, Design) else None
 
     def _scores(self, W, data):
         """``[n, M]`` training-set scores of weights ``W [M, dim]`` (for validation)."""

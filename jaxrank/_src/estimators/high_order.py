@@ -23,8 +23,7 @@ from jaxrank._src.estimators.checks import (
 )
 from jaxrank._src.estimators.labels import labels_to_tasks, positive_class_text
 from jaxrank._src.estimators.side import SideInput
-from jaxrank._src.features import design
-from jaxrank._src.layout import max_row_norm
+from jaxrank._src.layout import design
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.models.high_order import (
     GRAPH_METHODS,
@@ -135,7 +134,7 @@ class _HighOrderSVM(StructuredSVM):
         data, positive, classes, multi, _ = self._prepare(X, y, edges)
         # The unary rows bound the float32 range as for every structured SVM
         # (the pairwise features exp(-(z_i - z_j)^2) lie in [0, 1]).
-        R = max_row_norm(data.X)
+        R = data.X.max_row_norm()
         check_feature_scale(R, float(self.C))
         self._fit_scale = (R, float(self.C))
         where = np.ones(positive.shape, bool)

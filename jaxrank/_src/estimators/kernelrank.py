@@ -145,7 +145,7 @@ def _as_matrix(X, shape=None):
 
     ``shape`` (``>= X.shape``) pads with zero rows and columns. Small sparse
     matrices (at most 2^16 padded entries) are densified, as in the
-    structured SVMs' ``fit`` (:func:`jaxrank._src.layout.pad_design`).
+    structured SVMs' ``fit`` (:meth:`jaxrank._src.layout.Design.padded`).
     """
     import scipy.sparse as sp
 
@@ -172,8 +172,7 @@ def _linear_problem(X, y01, w0, devices=None):
     also padded to a multiple of their number and sharded over them
     (:func:`jaxrank._src.solvers.run.shard_rows`).
     """
-    from jaxrank._src.features import Design
-    from jaxrank._src.layout import fit_buckets
+    from jaxrank._src.layout import Design, fit_buckets
     from jaxrank._src.solvers.run import shard_rows
 
     n, d = X.shape

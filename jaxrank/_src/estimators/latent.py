@@ -252,7 +252,7 @@ class LatentEstimator(StructuredSVM):
         self._check_params()
         t0 = time.perf_counter()
         data, positive, classes = self._prepare_bags(X, y, bags, known, where)
-        R = max_row_norm(data.X)
+        R = data.X.max_row_norm()
         check_feature_scale(R, float(self.C))
         self._fit_scale = (R, float(self.C))
         where_b = np.ones(positive.shape, bool)

@@ -61,7 +61,6 @@ from jaxrank._src.estimators.checks import (
 )
 from jaxrank._src.estimators.model_selection import fold_masks
 from jaxrank._src.estimators.registry import get_estimator, name_of
-from jaxrank._src.layout import pad_design
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.solvers.run import (
     PROGRESS_LOGGER,
@@ -725,7 +724,7 @@ def _grid_layout(data, positive, where, masks, groups, grid):
     def pad(a):
         return np.concatenate([a, np.zeros(a.shape[:-1] + (n_pad - n,), bool)], axis=-1)
 
-    return (shard_rows(pad_design(data.materialized(), n_pad, d), grid), pad(positive),
+    return (shard_rows(data.materialized().padded(n_pad, d), grid), pad(positive),
             pad(np.asarray(where)), pad(masks))
 
 

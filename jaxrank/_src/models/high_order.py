@@ -82,7 +82,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from jaxrank._src.features import Design, design
+from jaxrank._src.layout import Design, design
 from jaxrank._src.models.base import Model
 from jaxrank._src.oracles import maxflow as G
 from jaxrank._src.oracles.ap import ap_oracle

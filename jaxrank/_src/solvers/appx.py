@@ -8,7 +8,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrank._src.features import Design, Intercept
+from jaxrank._src.features import Intercept
+from jaxrank._src.layout import Design
 from jaxrank._src.models.appx import AppxProblem, appx_split
 from jaxrank._src.models.binary import BinaryModel
 from jaxrank._src.oracles.ap import ap_oracle

@@ -14,9 +14,7 @@ from numbers import Integral
 import jax
 import numpy as np
 
-from jaxrank._src.features import (
-    Design,
-)
+from jaxrank._src.layout import Design
 from jaxrank._src.solvers import batch, dcd, planes
 from jaxrank._src.solvers import ssvm as solver
 
