@@ -14,6 +14,7 @@ initialisation and the fit time. Writes ``bench/results/latent_init.md``.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 import warnings
@@ -34,6 +35,10 @@ SETTINGS = ((jaxrank.LatentAPSVM, 100.0), (jaxrank.LatentAPSVM, 10.0),
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--output", default=str(OUT),
+                    help=f"results file (default {OUT.relative_to(OUT.parents[2])})")
+    args = ap.parse_args()
     print(device_line(), flush=True)
     X, labels, _ = load_digit_features()
     lines = ["| target | bag seed | model | C | init | kept norm of coef_ | training AP | "
@@ -72,7 +77,7 @@ def main():
                f"{stalls['centroid']} of {n}. Kept objective with the centroid start: lower in "
                f"{cmp['lower']}, equal in {cmp['equal']}, higher in {cmp['higher']}.")
     print(summary)
-    OUT.write_text("# CCCP start: centroid vs random (`python bench/latent_init.py`)\n\n"
+    Path(args.output).write_text("# CCCP start: centroid vs random (`python bench/latent_init.py`)\n\n"
                    + device_line() + "\n\n" + "\n".join(lines) + "\n\n" + summary + "\n")
 
 
