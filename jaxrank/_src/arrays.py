@@ -279,13 +279,11 @@ def _blocked_rmatmul(X, Gt):
     rows (``b = 1024``, or 32 below 1024 rows) and one fused
     multiply-and-reduce of the remaining ``< b`` rows, when ``X`` has at
     most ``2^24`` entries (so a slice that XLA may copy stays small); larger
-    ones use one fused multiply-and-reduce over all rows. That single fused
-    reduction is slow for small ``X`` inside the solver's loop: XLA's CPU
-    backend (jax 0.10, YNNPACK fusions) repacks ``X`` on every call, 5x
-    slower per iteration on 6,598 x 166 (a latent AP-SVM fit on musk2:
-    53 s -> 8.5 s); at 10^6 + 3 rows both take the same time. The task
-    axis comes first: a ``[k, b, T]`` operand made XLA's batched dot 2x
-    slower for ``T = 2``.
+    ones use one fused multiply-and-reduce over all rows. The blocks exist
+    because that single fused reduction is slow for small ``X`` inside the
+    solver's loop (XLA's CPU backend repacks ``X`` on every call;
+    measurements in ``bench/results/latent.notes.md``). The task axis comes
+    first (a ``[k, b, T]`` operand made XLA's batched dot slower).
     """
     n, d = X.shape
     b = _row_block(n)

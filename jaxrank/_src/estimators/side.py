@@ -15,8 +15,8 @@ every consumer reads the declaration instead of the class:
 * the ``jaxrank`` command reads it from the data file's ``qid:`` column
   (queries, bags) or from ``--edges FILE`` (:attr:`SideInput.cli_source`);
 * scikit-learn's metadata routing passes it (``set_fit_request(name=True)``)
-  where it is sample-aligned (:attr:`SideInput.sample_aligned`: ids and
-  masks; not a graph, whose ``[m, 2]`` rows are not samples);
+  where it is sample-aligned (ids and masks; not a graph, whose ``[m, 2]``
+  rows are not samples);
 * :meth:`SideInput.take` restricts it to a subset of the samples (a fold).
 """
 
@@ -70,16 +70,6 @@ class SideInput:
     def cli_source(self):
         """``"qid"`` (the data file's ``qid:`` column), ``"--edges"`` or ``None``."""
         return KINDS[self.kind]
-
-    @property
-    def sample_aligned(self):
-        """Whether row ``i`` of the value belongs to sample ``i`` (ids, masks)."""
-        return self.kind != "edges"
-
-    @property
-    def groups_samples(self):
-        """Whether the value groups the samples into units CV keeps whole."""
-        return self.kind in ("queries", "bags", "edges")
 
     def units(self, value, n):
         """``[n]`` int64 id of the unit each sample belongs to, or ``None``.
