@@ -11,10 +11,10 @@ defaults (all with ``k``, ``max_iter = 1000``, ``tol = 1e-4`` as listed):
   (:class:`OldAppx`): no offset in either stage, first stage
   ``BinarySVM(C / n, fit_intercept=False)``, easy = ``y w0^T x >= 1 - 1e-3``
   (margin support vectors easy, tied at the top-``k`` cut), ``k = 0.5``, the
-  second stage ``AppxModel(cache=32, inner_steps=32)``.
+  second stage ``Solver(cache=32, inner_steps=32)``.
 * ``C/n``: ``APSVMApprox(C)`` of this checkout: a regularised offset in both
   stages, easy = ``y (w0^T x + b0) > 1 + 1e-3``, ``C_binary = C / n``,
-  ``k = 0.5``, ``AppxModel(cache=64, inner_steps=128)``.
+  ``k = 0.5``, ``AppxModel``'s suggested ``Solver(cache=64, inner_steps=128)``.
 * ``C/n k=.25``: the same with ``k = 0.25``.
 * ``Cn/PN``: ``C_binary = C n / (|P| |N|)`` (the per-sample dual box of
   AP-SVM's planes: ``2 C / |P|`` per positive, ``2 C / |N|`` per negative).
@@ -77,7 +77,7 @@ OUT = Path(__file__).resolve().parent / "results" / "appx_defaults.md"
 TOL = 1e-4
 OLD_MARGIN_TOL = 1e-3
 
-_fit = jax.jit(jaxrank.solvers.fit, static_argnames=("model", "max_iter", "callback", "seed"))
+_fit = jax.jit(jaxrank.solvers.fit, static_argnames=("model", "callback"))
 
 
 class OldAppx:
@@ -115,10 +115,12 @@ class OldAppx:
                                           jnp.asarray(dif), kp=kp)
         f_bar = 2 * float(w0 @ w0) + C * max(float(ap2.hinge), 0.0)
         mu = 1 + 2 * f_bar / ((1 - 2 * OLD_MARGIN_TOL) * C)
-        res = _fit(AppxModel(kp=kp, cache=32, inner_steps=32), design(X),
+        res = _fit(AppxModel(kp=kp), design(X),
                    AppxProblem(jnp.asarray(pos), jnp.asarray(dif), jnp.asarray(kept),
                                jnp.float32(mu)),
-                   C=jnp.float32(C), tol=jnp.float32(TOL), max_iter=self.max_iter)
+                   C=jnp.float32(C),
+                   solver=jaxrank.solvers.Solver(tol=jnp.float32(TOL), max_iter=self.max_iter,
+                                                 cache=32, inner_steps=32))
         self.coef_ = np.asarray(res.w)
         self.n_iter_, self.converged_ = int(res.num_steps), bool(res.converged)
         self.n_easy_ = int(kept.sum())

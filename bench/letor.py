@@ -327,13 +327,14 @@ def one_slack_curve(X, y, q, C, *, tol, max_iter):
     def cb(it, obj, dual):
         curve.append((int(it), float(obj), float(dual), time.perf_counter()))
 
-    fit = jax.jit(jaxrank.solvers.fit, static_argnames=("model", "max_iter", "callback"))
-    jax.block_until_ready(fit(model, data, problem, C=jnp.float32(C), tol=jnp.float32(tol),
-                              max_iter=max_iter, callback=cb))  # compile + run once
+    fit = jax.jit(jaxrank.solvers.fit, static_argnames=("model", "callback"))
+    solver = jaxrank.solvers.Solver(tol=jnp.float32(tol), max_iter=max_iter)
+    jax.block_until_ready(fit(model, data, problem, C=jnp.float32(C), solver=solver,
+                              callback=cb))  # compile + run once
     curve.clear()
     t0, c0 = time.perf_counter(), time.process_time()
-    res = jax.block_until_ready(fit(model, data, problem, C=jnp.float32(C),
-                                    tol=jnp.float32(tol), max_iter=max_iter, callback=cb))
+    res = jax.block_until_ready(fit(model, data, problem, C=jnp.float32(C), solver=solver,
+                                    callback=cb))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rows = [dict(iters=it, F=o, D=d_, gap=(o - d_) / abs(o), wall=t - t0)
             for it, o, d_, t in curve]

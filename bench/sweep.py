@@ -10,7 +10,7 @@ all in this process:
 
 * ``Python loop``: 400 calls of the jitted single fit
   ``jaxrank.solvers.fit(jaxrank.models.APModel(kp), design(X),
-  ItemProblem(positive, train), C=C, tol=tol)`` on the default device (compiled once,
+  ItemProblem(positive, train), C=C, solver=Solver(tol=tol))`` on the default device (compiled once,
   compile time excluded and reported separately; results fetched after the
   loop, so the loop never waits on the host), timed both in this process
   (where JAX has one CPU device per core) and in a fresh child process with
@@ -81,7 +81,7 @@ from jaxrank.inference import zero_one_oracle
 from jaxrank.metrics import average_precision
 from jaxrank.model_selection import stratified_fold_masks
 from jaxrank.models import APModel, AppxModel, AppxProblem, ItemProblem, design
-from jaxrank.solvers import fit, fit_many
+from jaxrank.solvers import Solver, fit, fit_many
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "sweep.md"
@@ -130,8 +130,9 @@ def _batched(X, positive, val_masks, Cs, tol, *, kp, max_iter, batch_size, devic
     t, g, f = (a.reshape(-1) for a in jnp.meshgrid(
         jnp.arange(T), jnp.arange(G), jnp.arange(F), indexing="ij"))
     pos, train, C = positive[t], ~val_masks[t, f], Cs[g]
-    res = fit_many(APModel(kp=kp), X, ItemProblem(pos, train), C, tol=tol,
-                   max_iter=max_iter, batch_size=batch_size, devices=devices)
+    res = fit_many(APModel(kp=kp), X, ItemProblem(pos, train), C,
+                   solver=Solver(tol=tol, max_iter=max_iter), batch_size=batch_size,
+                   devices=devices)
     S = jax.vmap(lambda w: X @ w)(res.w)  # [M, n]
     val_ap = jax.vmap(lambda s, p, v: average_precision(s, p, where=v))(S, pos, ~train)
     out = (val_ap, res.objective, res.dual, res.num_steps, res.converged)
@@ -169,7 +170,8 @@ def compile_loop(X, Y, masks, Cs, kp, tol, max_iter):
     train = [[jnp.asarray(~masks[t, f]) for f in range(F)] for t in range(T)]
 
     def one(data, positive, where, C, tol):
-        return fit(model, data, ItemProblem(positive, where), C=C, tol=tol, max_iter=max_iter)
+        return fit(model, data, ItemProblem(positive, where), C=C,
+                   solver=Solver(tol=tol, max_iter=max_iter))
 
     t0 = time.perf_counter()
     compiled = jax.jit(one).lower(Xj, pos[0], train[0][0], jnp.float32(1),

@@ -2,6 +2,9 @@
 
 * :func:`fit` — the single-fit driver: one ``lax.while_loop`` of
   :func:`step` for any structured model (:mod:`jaxrank.models`).
+* :class:`Solver` — the solver's settings (``tol``, ``max_iter``, the plane
+  cache, its inner steps, the hinge block's visit budget, the seed); a
+  model suggests the tuning values through ``solver_defaults``.
 * :func:`fit_many` — the batched driver: ``M`` fits as work queues of
   ``vmap``-ed slots, sharded over devices.
 * :func:`step`, :func:`init_state`, :func:`state_result`,
@@ -19,6 +22,7 @@ The objective, with ``S = model.scores(w, data)``::
 
 from jaxrank._src.solvers.batch import fit_many
 from jaxrank._src.solvers.planes import plane_cache_size
+from jaxrank._src.solvers.settings import Solver
 from jaxrank._src.solvers.ssvm import (
     FitResult,
     FitStatus,
@@ -29,5 +33,5 @@ from jaxrank._src.solvers.ssvm import (
     step,
 )
 
-__all__ = ["FitResult", "FitStatus", "SolverState", "fit", "fit_many", "init_state",
+__all__ = ["FitResult", "FitStatus", "Solver", "SolverState", "fit", "fit_many", "init_state",
            "plane_cache_size", "state_result", "step"]

@@ -22,7 +22,7 @@ def main():
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     from jaxrank.models import APModel, ItemProblem, design
-    from jaxrank.solvers import fit
+    from jaxrank.solvers import Solver, fit
 
     data = np.load(out.replace(".npz", ".in.npz"))
     X, y, C = data["X"], data["y"], float(data["C"])
@@ -37,8 +37,9 @@ def main():
     Xg = glob(X, PartitionSpec("samples", None))
     prob = ItemProblem(glob(y, PartitionSpec("samples")),
                        glob(np.ones(n, bool), PartitionSpec("samples")))
-    run = jax.jit(fit, static_argnames=("model", "max_iter"))
-    res = run(APModel(kp=int(y.sum())), design(Xg), prob, C=C, tol=1e-5, max_iter=2000)
+    run = jax.jit(fit, static_argnames=("model",))
+    res = run(APModel(kp=int(y.sum())), design(Xg), prob, C=C,
+              solver=Solver(tol=1e-5, max_iter=2000))
     w = np.asarray(res.w.addressable_data(0))  # replicated: every process holds all of w
     # An estimator shards host arrays over this process's devices only: the
     # devices of the whole run (both processes) are a clear error.

@@ -14,7 +14,7 @@ from jax.sharding import NamedSharding
 
 import jaxrank
 from jaxrank.models import APModel, ItemProblem, design
-from jaxrank.solvers import fit_many
+from jaxrank.solvers import Solver, fit_many
 
 
 def main():
@@ -29,16 +29,17 @@ def main():
          - 0.6 * Y[:, 1:] * rng.normal(size=d)).astype(np.float32)
     # 1. The batched driver on a 2 x 2 grid: each problem row shares sample-sharded rows.
     grid = tuple(tuple(jax.devices()[2 * i:2 * i + 2]) for i in range(2))
-    run = jax.jit(fit_many, static_argnames=("model", "max_iter", "batch_size", "devices"))
+    run = jax.jit(fit_many, static_argnames=("model", "batch_size", "devices"))
+    solver = Solver(tol=1e-5, max_iter=3000)
     m = 600
     probs = ItemProblem(jnp.asarray(Y[:m].T), jnp.ones((2, m), bool))
     C = jnp.asarray([10.0, 100.0], jnp.float32)
     model = APModel(kp=m)
-    one = run(model, design(X[:m]), probs, C, tol=1e-5, max_iter=3000, batch_size=1)
+    one = run(model, design(X[:m]), probs, C, solver=solver, batch_size=1)
     from jax.sharding import Mesh, PartitionSpec
     mesh = Mesh(np.asarray(grid, dtype=object), ("devices", "samples"))
     Xs = jax.device_put(jnp.asarray(X[:m]), NamedSharding(mesh, PartitionSpec("samples", None)))
-    two = run(model, design(Xs), probs, C, tol=1e-5, max_iter=3000, batch_size=1, devices=grid)
+    two = run(model, design(Xs), probs, C, solver=solver, batch_size=1, devices=grid)
     out["driver"] = {k: np.asarray(getattr(r, k)).tolist() for r, k in
                      [(one, "objective"), (one, "dual"), (one, "converged")]}
     out["driver_grid"] = {k: np.asarray(getattr(two, k)).tolist() for k in

@@ -23,6 +23,7 @@ from reference import literal_algorithm1, outputs_from_interleaving
 C = 2.0
 K = 0.5
 TOL = 1e-4
+SOLVER = jaxrank.solvers.Solver(tol=TOL, max_iter=1500)
 MARGIN_TOL = 1e-3  # the documented easy test: y s0 > 1 + 1e-3
 FLOAT_SLACK = 1e-4  # float32 rounding of the scores y (w^T x + b) (|s| <~ 10 here)
 
@@ -87,8 +88,8 @@ class PenalisedAppx(jaxrank.models.Model):
     """
 
     kp: int = 1
-    cache: int = 128
-    inner_steps: int = 512
+
+    solver_defaults = {"cache": 128, "inner_steps": 512}
 
     def oracle(self, s, problem):
         positive, easy, difficult, mu = problem
@@ -166,7 +167,7 @@ def test_penalty_is_exact(scene, fitted):
     prob = jaxrank.models.AppxProblem(pos, jnp.asarray(~kept), jnp.asarray(kept),
                                       jnp.float32(10 * fitted.mu_))
     big = jax.jit(lambda p: jaxrank.solvers.fit(model, jaxrank.models.design(_centred(X)), p,
-                                                C=C, tol=TOL, max_iter=1500))(prob)
+                                                C=C, solver=SOLVER))(prob)
     assert bool(big.converged) and fitted.converged_
     f10, d10 = float(big.objective), float(big.dual)
     # F_mu <= F_{10 mu} pointwise, and both minima are F* when mu is exact
@@ -303,7 +304,7 @@ def test_hinge_block_equals_the_penalty_as_planes(scene, fitted):
     prob = (jnp.asarray(y > 0), jnp.asarray(kept), jnp.asarray(~kept), jnp.float32(fitted.mu_))
     model = PenalisedAppx(features=jaxrank.models.Intercept(), kp=int((y > 0).sum()))
     ref = jax.jit(lambda p: jaxrank.solvers.fit(model, jaxrank.models.design(_centred(X)), p,
-                                                C=C, tol=TOL, max_iter=1500))(prob)
+                                                C=C, solver=SOLVER))(prob)
     fr, dr = float(ref.objective), float(ref.dual)
     assert fitted.converged_
     assert fr - dr <= 1e-3 * fr  # the planes converge slowly; close enough to compare
@@ -337,8 +338,8 @@ def test_batched_appx_equals_independent_fits(scene):
     # one compiled program for the three references: kp bounds every task's positives
     model = jaxrank.models.AppxModel(features=jaxrank.models.Intercept(),
                                      kp=int(Y.sum(axis=0).max()))
-    single = jax.jit(lambda p: jaxrank.solvers.fit(model, data, p, C=C, tol=TOL,
-                                                   max_iter=max_iter))
+    single = jax.jit(lambda p: jaxrank.solvers.fit(
+        model, data, p, C=C, solver=jaxrank.solvers.Solver(tol=TOL, max_iter=max_iter)))
     for t in range(Y.shape[1]):
         yt = Y[:, t]
         yy = _signs(yt)

@@ -16,12 +16,11 @@ import pytest
 
 import jaxrank
 from jaxrank.models import APModel, BinaryModel, Intercept, ItemProblem, design
-from jaxrank.solvers import fit, fit_many
+from jaxrank.solvers import Solver, fit, fit_many
 
 N = 240
-fit_jit = jax.jit(fit, static_argnames=("model", "max_iter", "callback", "seed"))
-many_jit = jax.jit(fit_many, static_argnames=("model", "max_iter", "batch_size", "devices",
-                                               "callback", "seed"))
+fit_jit = jax.jit(fit, static_argnames=("model", "callback"))
+many_jit = jax.jit(fit_many, static_argnames=("model", "batch_size", "devices", "callback"))
 
 
 def _problems(page_blocks, dtype):
@@ -66,10 +65,11 @@ def _assert_same_fit(q, r, tol):
 def test_queue_fits_equal_single_fits_float64(page_blocks, x64, batch_size):
     data, probs, C, kp = _problems(page_blocks, np.float64)
     model, tol, max_iter = APModel(kp=kp), 1e-6, 400
-    q = many_jit(model, data, probs, C, tol=tol, max_iter=max_iter, batch_size=batch_size)
+    q = many_jit(model, data, probs, C, solver=Solver(tol=tol, max_iter=max_iter),
+                 batch_size=batch_size)
     assert q.w.dtype == jnp.float64
     for i in range(C.shape[0]):
-        r = fit_jit(model, data, _one(probs, i), C=C[i], tol=tol, max_iter=max_iter)
+        r = fit_jit(model, data, _one(probs, i), C=C[i], solver=Solver(tol=tol, max_iter=max_iter))
         _assert_same_fit(jax.tree_util.tree_map(lambda a: a[i], q), r, tol)
 
 
@@ -78,10 +78,10 @@ def test_sharded_queues_equal_single_fits(page_blocks, devices):
     assert len(jax.devices()) >= 2, "conftest sets two CPU devices"
     data, probs, C, kp = _problems(page_blocks, np.float32)
     model, tol, max_iter = APModel(kp=kp), 1e-4, 300
-    res = many_jit(model, data, probs, C, tol=tol, max_iter=max_iter, batch_size=3,
-                   devices=tuple(jax.devices()[:devices]))
+    res = many_jit(model, data, probs, C, solver=Solver(tol=tol, max_iter=max_iter),
+                   batch_size=3, devices=tuple(jax.devices()[:devices]))
     for i in range(C.shape[0]):
-        r = fit_jit(model, data, _one(probs, i), C=C[i], tol=tol, max_iter=max_iter)
+        r = fit_jit(model, data, _one(probs, i), C=C[i], solver=Solver(tol=tol, max_iter=max_iter))
         _assert_same_fit(jax.tree_util.tree_map(lambda a: a[i], res), r, tol)
 
 
@@ -89,10 +89,10 @@ def test_hinge_block_batches_equal_single_fits(page_blocks):
     """The n-slack hinge block (binary SVM) in queues of 2 devices equals single fits."""
     data, probs, C, _ = _problems(page_blocks, np.float32)
     model, tol = BinaryModel(features=Intercept()), 1e-4
-    res = many_jit(model, data, probs, C, tol=tol, max_iter=5000, batch_size=4,
+    res = many_jit(model, data, probs, C, solver=Solver(tol=tol, max_iter=5000), batch_size=4,
                    devices=tuple(jax.devices()[:2]))
     for i in range(C.shape[0]):
-        r = fit_jit(model, data, _one(probs, i), C=C[i], tol=tol, max_iter=5000)
+        r = fit_jit(model, data, _one(probs, i), C=C[i], solver=Solver(tol=tol, max_iter=5000))
         _assert_same_fit(jax.tree_util.tree_map(lambda a: a[i], res), r, tol)
 
 
@@ -100,7 +100,8 @@ def test_results_come_back_in_problem_order_with_an_odd_count(page_blocks, x64):
     data, probs, C, kp = _problems(page_blocks, np.float64)
     keep = np.arange(11)  # 11 problems over 2 devices: one padded slot
     perm = np.random.default_rng(1).permutation(keep.size)
-    kw = dict(tol=1e-6, max_iter=400, batch_size=4, devices=tuple(jax.devices()[:2]))
+    kw = dict(solver=Solver(tol=1e-6, max_iter=400), batch_size=4,
+              devices=tuple(jax.devices()[:2]))
     model = APModel(kp=kp)
     a = many_jit(model, data, _one(probs, keep), C[keep], **kw)
     b = many_jit(model, data, _one(probs, keep[perm]), C[keep[perm]], **kw)
@@ -116,7 +117,8 @@ def test_progress_callback_counts_every_fit(page_blocks):
     def report(n):
         seen.append(int(n))
 
-    kw = dict(max_iter=200, batch_size=5, devices=tuple(jax.devices()[:2]), callback=report)
+    kw = dict(solver=Solver(max_iter=200), batch_size=5, devices=tuple(jax.devices()[:2]),
+              callback=report)
     jax.block_until_ready(many_jit(APModel(kp=kp), data, probs, C, **kw))
     jax.effects_barrier()
     assert sum(seen) == C.shape[0] and all(n > 0 for n in seen)
@@ -148,7 +150,9 @@ def test_driver_rejects_bad_arguments(page_blocks):
     with pytest.raises(ValueError, match="leading axis"):
         fit_many(model, data, _one(probs, np.arange(5)), C)
     with pytest.raises(ValueError, match="max_iter must be >= 1"):
-        fit(model, data, _one(probs, 0), C=1.0, max_iter=0)
+        fit(model, data, _one(probs, 0), C=1.0, solver=Solver(max_iter=0))
+    with pytest.raises(TypeError, match="solver must be"):
+        fit(model, data, _one(probs, 0), C=1.0, solver={"tol": 1e-3})
     with pytest.raises(ValueError, match="non-empty"):
         fit_many(model, data, probs, C[:0])
     with pytest.raises(ValueError, match="nothing to fit"):

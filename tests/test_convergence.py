@@ -55,14 +55,15 @@ import jax, jax.numpy as jnp, numpy as np
 from sklearn.datasets import load_breast_cancer
 from sklearn.preprocessing import StandardScaler
 from jaxrank.models import APModel, ItemProblem, design
-from jaxrank.solvers import fit
+from jaxrank.solvers import Solver, fit
 
 X, y = load_breast_cancer(return_X_y=True)
 X = StandardScaler().fit_transform(X).astype(np.float32)
 pos = jnp.asarray(y == 1)
 problem = ItemProblem(pos, jnp.ones(len(y), bool))
 model = APModel(kp=int(pos.sum()))
-run = jax.jit(lambda C: fit(model, design(X), problem, C=C, tol=1e-4, max_iter=1000))
+run = jax.jit(lambda C: fit(model, design(X), problem, C=C,
+                            solver=Solver(tol=1e-4, max_iter=1000)))
 out = {"native_qp": "jaxrank_cached_qp" in run.lower(jnp.float32(1)).as_text(), "fits": []}
 for C in sys.argv[1:]:
     r = run(jnp.float32(float(C)))

@@ -24,10 +24,10 @@ from sklearn.exceptions import ConvergenceWarning
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxrank.models import APModel, AUCModel, BinaryModel, Intercept, ItemProblem, design
-from jaxrank.solvers import fit, fit_many
+from jaxrank.solvers import Solver, fit, fit_many
 
-RUN = jax.jit(fit, static_argnames=("model", "max_iter"))
-RUN_MANY = jax.jit(fit_many, static_argnames=("model", "max_iter", "batch_size"))
+RUN = jax.jit(fit, static_argnames=("model",))
+RUN_MANY = jax.jit(fit_many, static_argnames=("model", "batch_size"))
 
 
 def _data(n=600, d=12, seed=0):
@@ -70,7 +70,7 @@ def test_sample_sharded_fit_equals_the_one_device_fit(name):
              "binary": BinaryModel(features=Intercept())}[name]
     C = {"ap": 10.0, "auc": 10.0, "binary": 0.1}[name]
     prob = ItemProblem(jnp.asarray(y), jnp.ones(len(y), bool))
-    one = RUN(model, design(X), prob, C=C, tol=1e-5, max_iter=3000)
+    one = RUN(model, design(X), prob, C=C, solver=Solver(tol=1e-5, max_iter=3000))
     mesh = _mesh()
     rows = NamedSharding(mesh, PartitionSpec("samples", None))
     Xs = jax.device_put(jnp.asarray(X), rows)
@@ -78,7 +78,7 @@ def test_sample_sharded_fit_equals_the_one_device_fit(name):
     vec = NamedSharding(mesh, PartitionSpec("samples"))
     probs = ItemProblem(jax.device_put(jnp.asarray(y), vec),
                         jax.device_put(jnp.ones(len(y), bool), vec))
-    two = RUN(model, design(Xs), probs, C=C, tol=1e-5, max_iter=3000)
+    two = RUN(model, design(Xs), probs, C=C, solver=Solver(tol=1e-5, max_iter=3000))
     assert bool(one.converged) and bool(two.converged)
     # Both certified within tol of the same optimum: objectives agree to 2 tol,
     # and by strong convexity ||w1 - w2|| <= sqrt(2 gap1) + sqrt(2 gap2).
@@ -120,7 +120,8 @@ def test_two_processes_on_localhost_reach_the_one_process_optimum(tmp_path):
     assert int(got["devices"]) == 2 and bool(got["converged"])
     assert "must be local to this process (process 0 of 2)" in str(got["refused"])
     prob = ItemProblem(jnp.asarray(y), jnp.ones(len(y), bool))
-    one = RUN(APModel(kp=int(y.sum())), design(X), prob, C=C, tol=1e-5, max_iter=2000)
+    one = RUN(APModel(kp=int(y.sum())), design(X), prob, C=C,
+              solver=Solver(tol=1e-5, max_iter=2000))
     np.testing.assert_allclose(float(got["objective"]), float(one.objective), rtol=2e-5)
     gap = 2e-5 * float(one.objective)  # both certified within tol = 1e-5
     assert np.linalg.norm(got["w"] - np.asarray(one.w)) <= 2 * np.sqrt(2 * gap) + 1e-4
@@ -132,7 +133,7 @@ def test_batched_fits_on_sample_sharded_data_equal_the_one_device_fits():
     model = APModel(kp=int(y.sum()))
     Cs = jnp.asarray([1.0, 10.0], jnp.float32)
     probs = ItemProblem(jnp.asarray(np.stack([y] * 2)), jnp.ones((2, len(y)), bool))
-    kw = dict(tol=1e-5, max_iter=3000, batch_size=2)
+    kw = dict(solver=Solver(tol=1e-5, max_iter=3000), batch_size=2)
     one = RUN_MANY(model, design(X), probs, Cs, **kw)
     Xs = jax.device_put(jnp.asarray(X), NamedSharding(_mesh(), PartitionSpec("samples", None)))
     two = RUN_MANY(model, design(Xs), probs, Cs, **kw)

@@ -21,7 +21,7 @@ from jaxrank.models import (
     Model,
     design,
 )
-from jaxrank.solvers import fit
+from jaxrank.solvers import Solver, fit
 
 
 @pytest.mark.parametrize("C", [0.1, 1.0, 10.0])
@@ -105,7 +105,7 @@ def test_vmap_of_the_single_driver_over_C_equals_single_fits(page_blocks):
     data = design(X)
     prob = ItemProblem(jnp.asarray(y), jnp.ones(400, bool))
     model = APModel(kp=int(y.sum()))
-    run = jax.jit(lambda C: fit(model, data, prob, C=C, tol=1e-4, max_iter=500))
+    run = jax.jit(lambda C: fit(model, data, prob, C=C, solver=Solver(tol=1e-4, max_iter=500)))
     Cs = jnp.array([1.0, 10.0, 100.0])
     batched = jax.vmap(run)(Cs)
     for i, C in enumerate(Cs):
@@ -118,8 +118,7 @@ def test_vmap_of_the_single_driver_over_C_equals_single_fits(page_blocks):
 class WeightedHinge(Model):
     """A user-defined model: per-sample weighted hinges (liblinear's sample_weight)."""
 
-    cache: int = 1
-    inner_steps: int = 0
+    solver_defaults = {"cache": 1, "inner_steps": 0}
 
     def hinge_terms(self, data, problem, C):
         y, weight = problem
@@ -147,7 +146,7 @@ def test_hinge_terms_model_is_liblinears_sample_weighted_svm(page_blocks, sparse
     data = design(sp.csr_matrix(Xs) if sparse else Xs)
     model = WeightedHinge(features=Intercept())
     prob = (jnp.asarray(ys, jnp.float32), jnp.asarray(sw, jnp.float32))
-    res = jax.jit(lambda p: fit(model, data, p, C=C, tol=1e-5, max_iter=20000))(prob)
+    res = jax.jit(lambda p: fit(model, data, p, C=C, solver=Solver(tol=1e-5, max_iter=20000)))(prob)
     assert bool(res.converged)
     w = np.asarray(res.w, np.float64)
     f, f_ref = primal(w), primal(wb)
@@ -183,16 +182,17 @@ def test_sign_constraint_pins_an_active_weight_to_zero(page_blocks):
     """
     X, y = page_blocks[0][:400], page_blocks[1][:400] > 0
     prob = ItemProblem(jnp.asarray(y), jnp.ones(400, bool))
-    run = jax.jit(fit, static_argnames=("model", "max_iter"))
-    free = run(APModel(kp=int(y.sum())), design(X), prob, C=100.0, tol=1e-5, max_iter=3000)
+    run = jax.jit(fit, static_argnames=("model",))
+    free = run(APModel(kp=int(y.sum())), design(X), prob, C=100.0,
+               solver=Solver(tol=1e-5, max_iter=3000))
     w_free = np.asarray(free.w)
     for j in np.argsort(-w_free)[:3]:  # the three largest weights
         j = int(j)
         assert w_free[j] > 0.05
         con = run(APModel(kp=int(y.sum()), nonpositive=(j, j + 1)), design(X), prob, C=100.0,
-                  tol=1e-5, max_iter=3000)
+                  solver=Solver(tol=1e-5, max_iter=3000))
         drop = run(APModel(kp=int(y.sum())), design(np.delete(X, j, axis=1)), prob, C=100.0,
-                   tol=1e-5, max_iter=3000)
+                   solver=Solver(tol=1e-5, max_iter=3000))
         assert bool(con.converged) and bool(drop.converged)
         assert float(con.w[j]) <= 0
         np.testing.assert_allclose(float(con.objective), float(drop.objective), rtol=1e-4)
@@ -211,15 +211,15 @@ def test_many_active_sign_constraints_reach_the_fit_without_their_features(page_
     """
     X, y = page_blocks[0][:400], page_blocks[1][:400] > 0
     prob = ItemProblem(jnp.asarray(y), jnp.ones(400, bool))
-    run = jax.jit(fit, static_argnames=("model", "max_iter"))
+    run = jax.jit(fit, static_argnames=("model",))
     con = run(APModel(kp=int(y.sum()), nonpositive=(0, 10)), design(X), prob, C=100.0,
-              tol=1e-5, max_iter=3000)
+              solver=Solver(tol=1e-5, max_iter=3000))
     w = np.asarray(con.w)
     assert bool(con.converged) and np.all(w <= 0)
     pinned = w == 0
     assert 2 <= pinned.sum() <= 9
-    drop = run(APModel(kp=int(y.sum())), design(X[:, ~pinned]), prob, C=100.0, tol=1e-5,
-               max_iter=3000)
+    drop = run(APModel(kp=int(y.sum())), design(X[:, ~pinned]), prob, C=100.0,
+               solver=Solver(tol=1e-5, max_iter=3000))
     assert bool(drop.converged) and np.all(np.asarray(drop.w) < 0)
     np.testing.assert_allclose(float(con.objective), float(drop.objective), rtol=2e-5)
     assert int(con.num_steps) <= 1.5 * int(drop.num_steps)
@@ -230,13 +230,13 @@ def test_sign_constraint_with_many_weights(page_blocks):
     fixed during a step) reach the same certified optimum."""
     X, y = page_blocks[0][:400], page_blocks[1][:400] > 0
     prob = ItemProblem(jnp.asarray(y), jnp.ones(400, bool))
-    run = jax.jit(fit, static_argnames=("model", "max_iter"))
+    run = jax.jit(fit, static_argnames=("model",))
     narrow = run(APModel(kp=int(y.sum()), nonpositive=(1, 2)), design(X), prob, C=100.0,
-                 tol=1e-5, max_iter=3000)
+                 solver=Solver(tol=1e-5, max_iter=3000))
     # 40,000 empty sparse columns: the optimum is the same, with zero weights there.
     wide_X = sp.hstack([sp.csr_matrix(X), sp.csr_matrix((400, 40_000), dtype=np.float32)])
     wide = run(APModel(kp=int(y.sum()), nonpositive=(1, 2)), design(wide_X.tocsr()), prob,
-               C=100.0, tol=1e-5, max_iter=3000)
+               C=100.0, solver=Solver(tol=1e-5, max_iter=3000))
     assert bool(narrow.converged) and bool(wide.converged)
     assert float(wide.w[1]) <= 0 and not np.any(np.asarray(wide.w)[10:])
     np.testing.assert_allclose(float(wide.objective), float(narrow.objective), rtol=2e-5)
@@ -255,13 +255,15 @@ def test_warm_start_is_the_first_evaluated_point(page_blocks):
     prob = ItemProblem(jnp.asarray(y), jnp.ones(300, bool))
     model = APModel(kp=int(y.sum()))
     w0 = np.random.default_rng(3).normal(scale=0.05, size=10).astype(np.float32)
-    run = jax.jit(fit, static_argnames=("model", "max_iter"))
-    one = run(model, design(X), prob, C=10.0, tol=1e-4, max_iter=1, w0=jnp.asarray(w0))
+    run = jax.jit(fit, static_argnames=("model",))
+    one = run(model, design(X), prob, C=10.0, solver=Solver(tol=1e-4, max_iter=1),
+              w0=jnp.asarray(w0))
     np.testing.assert_array_equal(np.asarray(one.w), w0)
     f0 = _ap_objective64(X, y, w0, 10.0)
     np.testing.assert_allclose(float(one.objective), f0, rtol=1e-5)
     # A few iterations never return anything worse than the start.
-    few = run(model, design(X), prob, C=10.0, tol=1e-4, max_iter=5, w0=jnp.asarray(w0))
+    few = run(model, design(X), prob, C=10.0, solver=Solver(tol=1e-4, max_iter=5),
+              w0=jnp.asarray(w0))
     assert _ap_objective64(X, y, few.w, 10.0) <= f0 * (1 + 1e-6)
 
 
@@ -270,10 +272,10 @@ def test_warm_start_at_the_optimum_converges_to_the_same_objective_sooner(page_b
     X, y = page_blocks[0][:400], page_blocks[1][:400] > 0
     prob = ItemProblem(jnp.asarray(y), jnp.ones(400, bool))
     model = APModel(kp=int(y.sum()))
-    run = jax.jit(fit, static_argnames=("model", "max_iter"))
-    cold = run(model, design(X), prob, C=C, tol=1e-4, max_iter=3000)
+    run = jax.jit(fit, static_argnames=("model",))
+    cold = run(model, design(X), prob, C=C, solver=Solver(tol=1e-4, max_iter=3000))
     assert bool(cold.converged)
-    warm = run(model, design(X), prob, C=C, tol=1e-4, max_iter=3000, w0=cold.w)
+    warm = run(model, design(X), prob, C=C, solver=Solver(tol=1e-4, max_iter=3000), w0=cold.w)
     assert bool(warm.converged)
     # Certified: both objectives are within tol of the optimum, hence of each other.
     np.testing.assert_allclose(float(warm.objective), float(cold.objective), rtol=2e-4)
@@ -289,15 +291,16 @@ def test_warm_start_of_fit_many_equals_single_warm_fits(page_blocks):
     Cs = jnp.asarray([0.3, 3.0, 30.0], jnp.float32)
     w0 = jnp.asarray(np.random.default_rng(4).normal(scale=0.05, size=(3, 10)), jnp.float32)
     probs = jax.tree_util.tree_map(lambda a: jnp.stack([a] * 3), prob)
-    many = jaxrank.solvers.fit_many(model, data, probs, Cs, tol=1e-4, max_iter=400,
+    many = jaxrank.solvers.fit_many(model, data, probs, Cs, solver=Solver(tol=1e-4, max_iter=400),
                                     batch_size=2, w0=w0)
     for k in range(3):
-        one = fit(model, data, prob, C=Cs[k], tol=1e-4, max_iter=400, w0=w0[k])
+        one = fit(model, data, prob, C=Cs[k], solver=Solver(tol=1e-4, max_iter=400), w0=w0[k])
         assert bool(one.converged) and bool(many.converged[k])
         np.testing.assert_allclose(float(many.objective[k]), float(one.objective), rtol=2e-4)
     # Each problem gets its own start (through the queue's reordering by C).
     for devices in (None, tuple(jax.devices()[:2])):
-        first = jaxrank.solvers.fit_many(model, data, probs, Cs, max_iter=1, batch_size=2,
+        first = jaxrank.solvers.fit_many(model, data, probs, Cs, solver=Solver(max_iter=1),
+                                         batch_size=2,
                                          w0=w0, devices=devices)
         np.testing.assert_array_equal(np.asarray(first.w), np.asarray(w0))
 
@@ -307,7 +310,7 @@ def test_warm_start_is_projected_onto_the_sign_constraint(page_blocks):
     prob = ItemProblem(jnp.asarray(y), jnp.ones(300, bool))
     w0 = jnp.full((10,), 0.1, jnp.float32)
     res = fit(APModel(kp=int(y.sum()), nonpositive=(2, 4)), design(X), prob, C=1.0,
-              max_iter=1, w0=w0)
+              solver=Solver(max_iter=1), w0=w0)
     np.testing.assert_array_equal(np.asarray(res.w), np.r_[0.1, 0.1, 0, 0, [0.1] * 6]
                                   .astype(np.float32))
 
@@ -345,21 +348,23 @@ def test_warm_started_search_gets_its_start_then_the_previous_aux(page_blocks):
     data = design(X)
     state = jaxrank.solvers.init_state(10, jnp.float32, jaxrank.solvers.plane_cache_size(32, 10),
                                        search=model.search_start(prob))
-    run = jax.jit(jaxrank.solvers.step, static_argnames=("model", "max_iter"))
+    run = jax.jit(jaxrank.solvers.step, static_argnames=("model",))
     for k in range(1, 6):
-        state = run(state, model, data, prob, 1.0, tol=0.0, max_iter=100)
+        state = run(state, model, data, prob, 1.0, solver=Solver(tol=0.0, max_iter=100))
         assert int(state.search) == 300 * 100 + k
     # A fresh problem restarts from its own search_start, in the queue too;
     # the fits equal those of the same exact oracle without a search.
     probs = ItemProblem(jnp.stack([prob.positive] * 2), jnp.stack([prob.where] * 2))
     Cs = jnp.asarray([1.0, 30.0], jnp.float32)
-    plain = jaxrank.solvers.fit_many(APModel(kp=int(y.sum())), data, probs, Cs, max_iter=100,
+    plain = jaxrank.solvers.fit_many(APModel(kp=int(y.sum())), data, probs, Cs,
+                                     solver=Solver(max_iter=100),
                                      batch_size=1)
-    searched = jaxrank.solvers.fit_many(model, data, probs, Cs, max_iter=100, batch_size=1)
+    searched = jaxrank.solvers.fit_many(model, data, probs, Cs, solver=Solver(max_iter=100),
+                                        batch_size=1)
     np.testing.assert_array_equal(np.asarray(searched.w), np.asarray(plain.w))
     np.testing.assert_array_equal(np.asarray(searched.num_steps), np.asarray(plain.num_steps))
-    one = fit(model, data, prob, C=30.0, max_iter=100)
-    ref = fit(APModel(kp=int(y.sum())), data, prob, C=30.0, max_iter=100)
+    one = fit(model, data, prob, C=30.0, solver=Solver(max_iter=100))
+    ref = fit(APModel(kp=int(y.sum())), data, prob, C=30.0, solver=Solver(max_iter=100))
     np.testing.assert_array_equal(np.asarray(one.w), np.asarray(ref.w))
 
 

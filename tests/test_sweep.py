@@ -16,7 +16,7 @@ import jaxrank
 from conftest import shared_data
 from jaxrank import model_selection as ms
 from jaxrank.models import APModel, ItemProblem, design
-from jaxrank.solvers import fit
+from jaxrank.solvers import Solver, fit
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CS = [0.03, 3.0]
@@ -53,9 +53,9 @@ def _alone(X, pos, train, C, kp):
 
     global _FIT
     if _FIT is None:
-        _FIT = jax.jit(fit, static_argnames=("model", "max_iter"))
+        _FIT = jax.jit(fit, static_argnames=("model",))
     return _FIT(APModel(kp=kp), design(X), ItemProblem(jnp.asarray(pos), jnp.asarray(train)),
-                C=jnp.float32(C), tol=jnp.float32(TOL), max_iter=1000)
+                C=jnp.float32(C), solver=Solver(tol=jnp.float32(TOL), max_iter=1000))
 
 
 _FIT = None

@@ -114,9 +114,6 @@ class StructuredModel(Protocol):
     structured part (a pure sum of hinges, e.g. the binary SVM).
     """
 
-    cache: int
-    inner_steps: int
-
     def dim(self, data) -> int: ...
 
     def scores(self, w: Array, data: Any) -> Any: ...
@@ -126,4 +123,6 @@ class StructuredModel(Protocol):
     def hinge_terms(self, data: Any, problem: Any, C: Array) -> Optional[HingeTerms]: ...
 
     # Optional (item 4 of the module docstring): ``search_start(problem)``,
-    # and then ``oracle(S, problem, start=...)``.
+    # and then ``oracle(S, problem, start=...)``; ``solver_defaults``, a
+    # mapping of suggested solver settings (``cache``, ``inner_steps``,
+    # ``hinge_visits``; :meth:`jaxrank.solvers.Solver.for_model`).

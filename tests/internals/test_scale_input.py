@@ -226,7 +226,7 @@ def test_padded_fit_equals_unpadded_solver_fit():
     est = jaxrank.APSVM(C=10.0, tol=1e-6, max_iter=2000).fit(X, y)
     res = jaxrank.solvers.fit(APModel(kp=int(y.sum())), design(X),
                               ItemProblem(jnp.asarray(y > 0), jnp.ones(300, bool)),
-                              C=10.0, tol=1e-6, max_iter=2000)
+                              C=10.0, solver=jaxrank.solvers.Solver(tol=1e-6, max_iter=2000))
     assert est.converged_ and bool(res.converged)
     F = max(est.objective_, float(res.objective))
     assert abs(est.objective_ - float(res.objective)) <= 2e-6 * F

@@ -175,11 +175,12 @@ class APSVMApprox(StructuredSVM):
         # own, and both stages on one device, were correct.
         M = C.shape[0]
         cb = np.nan if self.C_binary is None else float(self.C_binary)
-        batch_size = choose_batch_size(batch_size, M, model.dim(data), 1, model.cache)
-        r = fit_appx(data, problems, C, jnp.float32(cb), jnp.float32(self.k),
-                     jnp.float32(self.tol), model=model,
-                     max_iter=int(self.max_iter), binary_max_iter=int(self.binary_max_iter),
-                     batch_size=batch_size, progress=bool(progress), single=bool(single))
+        solver = self._solver().for_model(model)
+        binary = self._solver(max_iter=int(self.binary_max_iter))
+        batch_size = choose_batch_size(batch_size, M, model.dim(data), 1, solver.cache)
+        r = fit_appx(data, problems, C, jnp.float32(cb), jnp.float32(self.k), solver=solver,
+                     binary_solver=binary, model=model, batch_size=batch_size,
+                     progress=bool(progress), single=bool(single))
         extras = {"w0_": r.w0, "C_binary_": r.C_binary, "binary_n_iter_": r.binary_fit_steps,
                   "binary_converged_": r.binary_converged, "n_easy_": jnp.sum(r.easy, axis=-1),
                   "mu_": r.mu, "constraint_violation_": r.violation}

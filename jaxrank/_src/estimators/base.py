@@ -49,19 +49,16 @@ from jaxrank._src.layout import (
 from jaxrank._src.metrics import average_precision
 from jaxrank._src.models.base import ItemProblem, Model
 from jaxrank._src.solvers.run import (
-    _print_progress,
     _to_device,
-    choose_batch_size,
     design_matmul,
     device_grid,
-    fit_batch,
     is_device_grid,
-    report_progress,
     resolve_devices,
-    run_fit_one,
     shard_rows,
+    solve,
     training_scores,
 )
+from jaxrank._src.solvers.settings import Solver
 from jaxrank._src.solvers.ssvm import FitResult, FitStatus
 
 
@@ -289,6 +286,9 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
     # sweep, the CLI and the tests read.
     side_input = None
     _learns_intercept = False
+    # Whether the model's programs call back to the host (graph cuts): such
+    # programs are not kept in the command line's program store.
+    _host_callbacks = False
     # The fitted attributes jaxrank.save writes besides coef_, intercept_ and
     # classes_, each with what jaxrank.load checks: (kind, shape, sign). Kinds:
     # "weights" (float arrays finite in float32), "count" (integers >= 0),
@@ -323,29 +323,36 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
 
     def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None):
-        """Run the fits; returns ``(FitResult [M], extras dict of [M] arrays)``."""
-        tol = np.float32(self.tol)
-        if single:
-            # (Indexing a device array eagerly is a program per shape; on a CPU
-            # backend the host view of the array is free.)
-            cpu = jax.default_backend() == "cpu"
-            one = jax.tree_util.tree_map(
-                lambda a: _to_device(np.asarray(a)[0]) if cpu else a[0], problems)
-            # A program store given to this instance (the command line's
-            # start-up cache: ``_program_store``, not a parameter) runs the fit.
-            res = run_fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(self.max_iter),
-                              callback=_print_progress if self.verbose else None,
-                              store=getattr(self, "_program_store", None))
-            return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], res), {}
-        if not is_device_grid(devices):  # a problems x samples grid is used as is
-            devices = resolve_devices(devices)
-        M = C.shape[0]
-        batch_size = choose_batch_size(batch_size, M, model.dim(data), len(devices),
-                                       model.cache)
-        res = fit_batch(model, data, problems, C, tol=tol, max_iter=int(self.max_iter),
-                        batch_size=batch_size, devices=devices,
-                        callback=report_progress if progress else None)
-        return res, {}
+        """Run the fits; returns ``(FitResult [M], extras dict of [M] arrays)``.
+
+        One convex problem per fit (:meth:`_solve`); the latent and high-order
+        estimators run CCCP around :meth:`_solve` instead.
+        """
+        return self._solve(model, data, problems, C, single=single, batch_size=batch_size,
+                           devices=devices, progress=progress), {}
+
+    def _solve(self, model, data, problems, C, *, single, batch_size=None, devices=None,
+               progress=None, w0=None):
+        """``FitResult [M]`` of the solver's fits with this estimator's :meth:`_solver`."""
+        if not single:
+            devices = self._queue_devices(data, devices)
+        # A program store given to this instance (the command line's start-up
+        # cache: ``_program_store``, not a parameter) runs a single fit, unless
+        # the model's programs call back to the host (not storable).
+        store = None if self._host_callbacks else getattr(self, "_program_store", None)
+        return solve(model, data, problems, C, solver=self._solver(), single=single,
+                     batch_size=batch_size, devices=devices, w0=w0, verbose=self.verbose,
+                     progress=progress, store=store)
+
+    def _queue_devices(self, data, devices):
+        """The devices of the work queue of a batch of fits (``devices``: the parameter)."""
+        return devices if is_device_grid(devices) else resolve_devices(devices)
+
+    def _solver(self, **changes):
+        """The :class:`jaxrank.solvers.Solver` of this estimator's fits (``tol``, ``max_iter``)."""
+        settings = {"tol": np.float32(self.tol), "max_iter": int(self.max_iter)}
+        settings.update(changes)
+        return Solver(**settings)
 
     def _fitted_extras(self, extras, pick):
         """Set model-specific fitted attributes from ``extras`` (``pick`` per task)."""

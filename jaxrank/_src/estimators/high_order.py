@@ -42,11 +42,6 @@ from jaxrank._src.oracles import maxflow as G
 from jaxrank._src.oracles.ap import METHODS as AP_METHODS
 from jaxrank._src.solvers.cccp import cccp, cccp_update
 from jaxrank._src.solvers.run import (
-    _print_progress,
-    choose_batch_size,
-    fit_batch,
-    fit_one,
-    report_progress,
     resolve_devices,
     shard_rows,
 )
@@ -64,6 +59,7 @@ class _HighOrderSVM(StructuredSVM):
         **DEVICES_CONSTRAINT,
     }
     side_input = SideInput("edges", "edges", required=True, at_predict=True)
+    _host_callbacks = True  # graph cuts through pure_callback
     _persist = {**StructuredSVM._persist, "pairwise_coef_": ("weights", "Td", "<= 0"),
                 "pairwise_intercept_": ("weights", "T", "<= 0")}
 
@@ -102,6 +98,14 @@ class _HighOrderSVM(StructuredSVM):
 
     def _width(self, data):
         return data.X.shape[1] + int(bool(self.fit_intercept))
+
+    def _queue_devices(self, data, devices):
+        """One queue: on the mesh of rows sharded by ``devices=`` (``_sharded``),
+        else on one device (the graph cuts' host callbacks run one after the
+        other anyway)."""
+        rows = data.X.X
+        sharded = isinstance(rows, jax.Array) and len(rows.sharding.device_set) > 1
+        return None if sharded else resolve_devices(1)
 
     def _cut_method(self):
         return "auto" if self.graph_method in ("auto", "enumerate") else self.graph_method
@@ -397,10 +401,6 @@ class HOBSVM(_HighOrderSVM):
         return HOBModel(features=feats, graph_method=self._cut_method(),
                         nonpositive=_w2_block(feats, static))
 
-    def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
-               progress=None):
-        return _run_fits(self, model, data, problems, C, single=single, batch_size=batch_size,
-                         progress=progress)
 
 
 def _w2_block(feats, static):
@@ -409,35 +409,6 @@ def _w2_block(feats, static):
         return None
     k = int(static["width"])
     return (2 * k, 3 * k)
-
-
-def _run_fits(est, model, data, problems, C, *, single, batch_size=None, progress=None,
-              w0=None):
-    """``M`` solver fits (one jitted call): ``fit_one`` or the work queue on one device.
-
-    Graph cuts run on the host through ``pure_callback``; the fits of a batch
-    share one device (the callbacks run one after the other anyway). ``w0``:
-    optional ``[M, dim]`` warm starts (:func:`jaxrank.solvers.fit`).
-    """
-    tol = jnp.float32(est.tol)
-    if w0 is not None:
-        w0 = jnp.asarray(w0, jnp.float32)
-    if single:
-        one = jax.tree_util.tree_map(lambda a: a[0], problems)
-        res = fit_one(model, data, one, C=C[0], tol=tol, max_iter=int(est.max_iter),
-                      callback=_print_progress if est.verbose else None,
-                      w0=None if w0 is None else w0[0])
-        return jax.tree_util.tree_map(lambda a: a[None], res), {}
-    # Rows sharded by devices= (HOBSVM._sharded): the queue runs on the data's
-    # mesh; else on one device.
-    rows = data.X.X
-    sharded = isinstance(rows, jax.Array) and len(rows.sharding.device_set) > 1
-    devices = None if sharded else resolve_devices(1)
-    bs = choose_batch_size(batch_size, C.shape[0], model.dim(data), 1, model.cache)
-    res = fit_batch(model, data, problems, C, tol=tol, max_iter=int(est.max_iter),
-                    batch_size=bs, devices=devices,
-                    callback=report_progress if progress else None, w0=w0)
-    return res, {}
 
 
 class HOAPSVM(_HighOrderSVM):
@@ -616,9 +587,7 @@ class HOAPSVM(_HighOrderSVM):
             hprobs, hstatic = hob._problems(data, np.asarray(pos), np.asarray(where), None)
             hmodel = hob._model(hstatic)
             C0 = C if self.init_C is None else jnp.full_like(C, float(self.init_C))
-            r0, _ = _run_fits(hob, hmodel, data, hprobs, C0, single=single,
-                              batch_size=batch_size)
-            W = r0.w
+            W = hob._solve(hmodel, data, hprobs, C0, single=single, batch_size=batch_size).w
         elif self.init == "apsvm":
             W = self._apsvm_init(model, data, problems, C, single=single,
                                  batch_size=batch_size)
@@ -644,8 +613,8 @@ class HOAPSVM(_HighOrderSVM):
         def solve(run, Cs, w0):
             # Warm start at W, where the convex bound (17) is tight: the step
             # never returns a point above (16) at W, converged or not.
-            return _run_fits(self, model, data, run, Cs, single=single,
-                             batch_size=batch_size, progress=progress, w0=w0)[0]
+            return self._solve(model, data, run, Cs, single=single, batch_size=batch_size,
+                               progress=progress, w0=w0)
 
         tr = cccp(model, data, probs, C, np.asarray(W, np.float32), solve=solve,
                   cccp_max_iter=int(self.cccp_max_iter), cccp_tol=float(self.cccp_tol),
@@ -682,9 +651,7 @@ class HOAPSVM(_HighOrderSVM):
         ybar = _linearise(W0, data0, problems.positive, problems.where, features=feats0,
                           graph_method=model.graph_method)
         probs0 = HOAPProblem(problems.positive, problems.where, lay, ybar)
-        res, _ = _run_fits(self, model0, data0, probs0, C, single=single,
-                           batch_size=batch_size)
-        return res.w
+        return self._solve(model0, data0, probs0, C, single=single, batch_size=batch_size).w
 
     def _fitted_extras(self, extras, pick):
         hist = np.asarray(extras["cccp_objectives_"])

@@ -182,8 +182,7 @@ class LatentEstimator(StructuredSVM):
         out = latent_cccp(
             model, data, problems, C, n_init=int(self.n_init), init=self.init,
             rng=check_random_state(self.random_state), cccp_max_iter=int(self.cccp_max_iter),
-            cccp_tol=float(self.cccp_tol), tol=float(self.tol), max_iter=int(self.max_iter),
-            batch_size=batch_size,
+            cccp_tol=float(self.cccp_tol), solver=self._solver(), batch_size=batch_size,
             devices=devices, verbose=type(self).__name__ if self.verbose else None)
         extras = {"n_cccp_iter_": out.n_iter, "cccp_objectives_": out.objectives,
                   "cccp_gaps_": out.gaps, "init_objectives_": out.init_objectives,

@@ -210,17 +210,19 @@ class AppxModel(Model):
     Attributes:
         kp: static bound on the positives of ``D``.
         method: static AP inference method.
-        cache, inner_steps: as :class:`jaxrank.models.Model`, larger defaults
-            (64 and 128 instead of 32 and 32): the planes and the hinge block
-            are coupled through the constraints, and more cached-plane steps
-            per oracle call cut the iterations (e.g. 581 to 149 on a
-            20 Newsgroups task at ``C = 1000``, ``bench/results/appx_defaults.md``).
+
+    The solver settings it suggests (``solver_defaults``,
+    :meth:`jaxrank.solvers.Solver.for_model`) are larger than the defaults
+    (64 planes and 128 cached-plane steps instead of 32 and 32): the planes
+    and the hinge block are coupled through the constraints, and more
+    cached-plane steps per oracle call cut the iterations
+    (``bench/results/appx_defaults.md``).
     """
 
     kp: int = 1
     method: str = "select"
-    cache: int = 64
-    inner_steps: int = 128
+
+    solver_defaults = {"cache": 64, "inner_steps": 128}
 
     def oracle(self, S, problem):
         """AP most-violated ranking of the difficult samples."""

@@ -33,7 +33,7 @@ class QueryProblem(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Model:
-    """A structured model with a feature map and default solver settings.
+    """A structured model with a feature map and suggested solver settings.
 
     Subclasses are frozen dataclasses that add their static configuration
     (e.g. the capacity ``kp`` and method of AP inference) and define
@@ -43,24 +43,19 @@ class Model:
 
     Attributes:
         features: the feature map (default :class:`LinearFeatures`, ``S = X w``).
-        cache: static floor on the solver's cached planes (``>= 1``; the
-            solver grows the cache towards ``dim + 2`` planes,
-            :func:`jaxrank.solvers.plane_cache_size`).
-        inner_steps: static cached-plane steps per oracle call (``>= 0``).
-        hinge_visits: static budget of one call of dual coordinate ascent on
-            the hinge terms per solver iteration, in passes over the ``m``
-            terms (``>= 1``; shrinking makes later passes cheaper; unused
-            without hinge terms).
         nonpositive: static ``(start, stop)`` or ``None``: the solver keeps
             ``w[start:stop] <= 0`` (sign constraints, e.g. HOB-SVM's pairwise
             weights).
     """
 
     features: Any = LinearFeatures()
-    cache: int = 32
-    inner_steps: int = 32
-    hinge_visits: int = 5
     nonpositive: Any = None
+
+    # The solver settings this model suggests (a class attribute, not a field):
+    # any of ``cache``, ``inner_steps``, ``hinge_visits``; a
+    # :class:`jaxrank.solvers.Solver` fills its unset fields from it
+    # (:meth:`jaxrank.solvers.Solver.for_model`), else from its defaults.
+    solver_defaults = {}
 
     oracle = None  # (S, problem) -> Violation; None: no 1-slack structured term
 

@@ -37,8 +37,9 @@ class BinaryModel(Model):
     """
 
     pos_weight: float | str = 1.0
-    cache: int = 1
-    inner_steps: int = 0
+
+    # Hinge terms only: one cached plane, no plane steps (Solver.for_model).
+    solver_defaults = {"cache": 1, "inner_steps": 0}
 
     def __post_init__(self):
         if isinstance(self.pos_weight, str) and self.pos_weight != "balanced":

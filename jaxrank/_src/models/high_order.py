@@ -91,8 +91,9 @@ from jaxrank._src.types import Violation
 GRAPH_METHODS = ("auto", "enumerate", "bk", "python", "ortools", "pymaxflow")
 
 
-# Planes cached by the solver, and cached-plane steps per oracle call, of both
-# high-order models (the solver's default is 32 / 32). Their losses are sums
+# Planes cached by the solver, and cached-plane steps per oracle call, that
+# both high-order models suggest (``solver_defaults``; the solver's default is
+# 32 / 32). Their losses are sums
 # over many samples seen through one slack, so the optimum is a combination of
 # many planes: on Cora (Neural_Networks, 1,354 training papers) 128 / 128
 # brought HOB-SVM at C = 1e-3 from a 3.1e-4 gap after 3,000 iterations to
@@ -257,13 +258,15 @@ class HOBModel(Model):
 
     Attributes:
         graph_method: static graph-cut back-end for large components.
-        cache, inner_steps: the solver's plane cache (:data:`PLANE_CACHE`).
+
+    Suggests the solver's plane cache and cached-plane steps
+    (``solver_defaults``: :data:`PLANE_CACHE` each).
     """
 
     features: Any = HighOrderFeatures()
     graph_method: str = "auto"
-    cache: int = PLANE_CACHE
-    inner_steps: int = PLANE_CACHE
+
+    solver_defaults = {"cache": PLANE_CACHE, "inner_steps": PLANE_CACHE}
 
     def oracle(self, S, problem) -> Violation:
         """Most-violated labeling ``argmax_Y S(Y) + Delta(Y*, Y)`` (one cut)."""
@@ -347,15 +350,17 @@ class HOAPModel(Model):
         kp: static bound on the positives of a ranking.
         method: static AP inference method.
         graph_method: static graph-cut back-end for large components.
-        cache, inner_steps: the solver's plane cache (:data:`PLANE_CACHE`).
+
+    Suggests the solver's plane cache and cached-plane steps
+    (``solver_defaults``: :data:`PLANE_CACHE` each).
     """
 
     features: Any = HighOrderFeatures()
     kp: int = 1
     method: str = "select"
     graph_method: str = "auto"
-    cache: int = PLANE_CACHE
-    inner_steps: int = PLANE_CACHE
+
+    solver_defaults = {"cache": PLANE_CACHE, "inner_steps": PLANE_CACHE}
 
     def oracle(self, S, problem) -> Violation:
         lay = problem.layout

@@ -467,8 +467,9 @@ class LatentSVMModel(Model):
     """
 
     features: object = CandidateFeatures()
-    cache: int = 1
-    inner_steps: int = 0
+
+    # Hinge terms only: one cached plane, no plane steps (Solver.for_model).
+    solver_defaults = {"cache": 1, "inner_steps": 0}
 
     def hinge_terms(self, data, problem, C):
         """Per-candidate hinges: ``C J`` on imputed positives, ``C`` on kept negative candidates."""

@@ -14,7 +14,7 @@ from jaxrank._src.models.appx import AppxProblem, appx_split
 from jaxrank._src.models.binary import BinaryModel
 from jaxrank._src.oracles.ap import ap_oracle
 from jaxrank._src.solvers import batch
-from jaxrank._src.solvers import ssvm as solver
+from jaxrank._src.solvers import ssvm
 from jaxrank._src.solvers.run import report_progress
 
 
@@ -34,7 +34,7 @@ class AppxResult(NamedTuple):
         violation: ``[M]`` ``sum_{E_kept} max(0, 1 - y s_i)`` at ``fit.w``.
     """
 
-    fit: solver.FitResult
+    fit: ssvm.FitResult
     w0: jax.Array
     C_binary: jax.Array
     binary_fit_steps: jax.Array
@@ -104,10 +104,9 @@ def _second_stage(model, data, w0, positive, valid, C, k):
     return easy, difficult, 1 + 2 * f_bar / C
 
 
-@functools.partial(jax.jit, static_argnames=(
-    "model", "max_iter", "binary_max_iter", "batch_size", "progress", "single"))
-def fit_appx(data, problems, C, C_binary, k, tol, *, model, max_iter, binary_max_iter,
-             batch_size, progress, single):
+@functools.partial(jax.jit, static_argnames=("model", "batch_size", "progress", "single"))
+def fit_appx(data, problems, C, C_binary, k, *, solver, binary_solver, model, batch_size,
+             progress, single):
     """Both stages of ``M`` AP-SVM-APPX fits in one jitted call.
 
     Stage 1 (the binary SVMs at ``C_binary``, with ``model.features``: an
@@ -125,9 +124,11 @@ def fit_appx(data, problems, C, C_binary, k, tol, *, model, max_iter, binary_max
         C: ``[M]`` trade-offs of problem (10).
         C_binary: ``[]`` float first-stage trade-off; NaN means
             :func:`auto_C_binary` of each fit.
-        k, tol: ``[]`` floats.
+        k: ``[]`` float.
+        solver, binary_solver: :class:`jaxrank.solvers.Solver` of the second
+            and the first stage (``tol`` traced, the rest static).
         model: static :class:`AppxModel` (its ``features`` serve both stages).
-        max_iter, binary_max_iter, batch_size, progress, single: static.
+        batch_size, progress, single: static.
 
     Returns:
         :class:`AppxResult`.
@@ -143,19 +144,19 @@ def fit_appx(data, problems, C, C_binary, k, tol, *, model, max_iter, binary_max
     bmodel = BinaryModel(features=model.features)
     cb = report_progress if progress else None
 
-    def run(m, probs, Cs, iters):
+    def run(m, probs, Cs, settings):
         if single:
-            r = solver.fit(m, data, jax.tree_util.tree_map(lambda a: a[0], probs),
-                           C=Cs[0], tol=tol, max_iter=iters)
+            r = ssvm.fit(m, data, jax.tree_util.tree_map(lambda a: a[0], probs),
+                         C=Cs[0], solver=settings)
             return jax.tree_util.tree_map(lambda a: a[None], r)
-        return batch.fit_many(m, data, probs, Cs, tol=tol, max_iter=iters,
-                               batch_size=batch_size, devices=None, callback=cb)
+        return batch.fit_many(m, data, probs, Cs, solver=settings, batch_size=batch_size,
+                              devices=None, callback=cb)
 
-    res0 = run(bmodel, problems, Cb, binary_max_iter)
+    res0 = run(bmodel, problems, Cb, binary_solver)
     split = functools.partial(_second_stage, model, data)
     easy, difficult, mu = jax.vmap(split, in_axes=(0, 0, 0, 0, None))(
         res0.w, problems.positive, problems.where, C, k)
-    res = run(model, AppxProblem(problems.positive, difficult, easy, mu), C, max_iter)
+    res = run(model, AppxProblem(problems.positive, difficult, easy, mu), C, solver)
     y = jnp.where(problems.positive, 1, -1).astype(dtype)
     S = jax.vmap(lambda w: model.scores(w, data))(res.w)
     violation = jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * S), 0), axis=-1)

@@ -14,7 +14,6 @@ from jaxrank._src.solvers.ssvm import (
     FitResult,
     SolverState,
     _cache,
-    _check_static,
     _check_w0,
     _dtype,
     _hinge_setup,
@@ -24,6 +23,7 @@ from jaxrank._src.solvers.ssvm import (
     state_result,
     step,
 )
+from jaxrank._src.solvers.settings import Solver, as_solver
 
 
 class _Queue(NamedTuple):
@@ -34,8 +34,8 @@ class _Queue(NamedTuple):
     restart: jax.Array  # [B] bool: the slot was refilled (start from the fresh state)
 
 
-def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_problems,
-               callback, seed, w0=None):
+def _fit_queue(model, data, problems, C, *, solver, batch_size, num_problems, callback,
+               w0=None):
     """``M`` fits in one ``lax.while_loop`` over ``batch_size`` slots (one device).
 
     A queue of one slot runs its fits one after the other (:func:`_fit_in_turn`).
@@ -46,18 +46,18 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
     B = min(int(batch_size), M)
     num = jnp.asarray(M if num_problems is None else num_problems, jnp.int32)
     if B == 1:
-        return _fit_in_turn(model, data, problems, C, num, tol=tol, max_iter=max_iter,
-                            callback=callback, seed=seed, w0=w0)
+        return _fit_in_turn(model, data, problems, C, num, solver=solver, callback=callback,
+                            w0=w0)
     dim = model.dim(data)
-    key = jax.random.key(seed)
+    key = jax.random.key(solver.seed)
     first_prob = jax.tree_util.tree_map(lambda a: a[0], problems)
     m, sq = _hinge_setup(model, data, first_prob, C[0], dtype)
-    one_fresh = init_state(dim, dtype, _cache(model, dim), m, _search_start(model, first_prob))
+    one_fresh = init_state(dim, dtype, _cache(model, solver, dim), m,
+                           _search_start(model, first_prob))
     fresh = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (B,) + a.shape), one_fresh)
 
     def one(s, prob, c, start):
-        return step(s, model, data, prob, c, tol=tol, max_iter=max_iter, sq_norms=sq, key=key,
-                    w0=start)
+        return step(s, model, data, prob, c, solver=solver, sq_norms=sq, key=key, w0=start)
 
     def body(q):
         slots = q.slots
@@ -79,7 +79,7 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
         prob = jax.tree_util.tree_map(lambda a: a[idx], problems)
         slots = jax.vmap(one)(slots, prob, C[idx], None if w0 is None else w0[idx])
         stopped = slots.done & (q.pos < M)
-        res = jax.vmap(lambda s: state_result(s, tol))(slots)
+        res = jax.vmap(lambda s: state_result(s, solver.tol))(slots)
         dest = jnp.where(stopped, q.pos, M)
         out = jax.tree_util.tree_map(lambda o, r: o.at[dest].set(r, mode="drop"), q.out, res)
         # Refill the stopped slots with the next problems, in order.
@@ -105,7 +105,7 @@ def _fit_queue(model, data, problems, C, *, tol, max_iter, batch_size, num_probl
     return q.out
 
 
-def _fit_in_turn(model, data, problems, C, num, *, tol, max_iter, callback, seed, w0):
+def _fit_in_turn(model, data, problems, C, num, *, solver, callback, w0):
     """A queue of one slot: the ``M`` fits one after the other, each its own :func:`fit`.
 
     Each fit is its own ``lax.while_loop`` inside a ``lax.map``, as in a
@@ -123,7 +123,7 @@ def _fit_in_turn(model, data, problems, C, num, *, tol, max_iter, callback, seed
     def one(i):
         def run(_):
             res = fit(model, data, jax.tree_util.tree_map(lambda a: a[i], problems), C=C[i],
-                      tol=tol, max_iter=max_iter, seed=seed, w0=None if w0 is None else w0[i])
+                      solver=solver, w0=None if w0 is None else w0[i])
             res = FitResult(res.w.astype(dtype), res.objective.astype(dtype),
                             res.dual.astype(dtype), res.num_steps.astype(jnp.int32),
                             res.converged.astype(bool))
@@ -142,12 +142,10 @@ def fit_many(
     problems: Any,
     C,
     *,
-    tol=1e-4,
-    max_iter: int = 2000,
+    solver: Solver | None = None,
     batch_size: int = 16,
     devices: tuple | None = None,
     callback: Callable | None = None,
-    seed: int = 0,
     w0=None,
 ) -> FitResult:
     r"""``M`` independent fits of :func:`fit` in one call: work queues, one per device.
@@ -170,8 +168,8 @@ def fit_many(
         data: shared data of every fit (replicated on every device).
         problems: pytree of arrays with a leading axis ``[M]``.
         C: ``[M]`` float trade-offs ``> 0``.
-        tol: ``[]`` relative duality gap of every fit.
-        max_iter: static bound on the iterations of each fit.
+        solver: :class:`jaxrank.solvers.Solver` of every fit (``None``: the
+            defaults), as in :func:`fit`.
         batch_size: static number of slots per device (``>= 1``; capped at
             the number of problems per device).
         devices: static tuple of devices to shard the problems over; ``None``
@@ -185,7 +183,6 @@ def fit_many(
         callback: optional static host function ``(n_stopped) -> None``,
             called through ``jax.debug.callback`` with the number of fits that
             stopped in a loop iteration (when it is ``> 0``).
-        seed: static seed of the hinge block's visiting order.
         w0: optional ``[M, dim]`` float warm starts, one per problem (see
             :func:`fit`).
 
@@ -198,7 +195,7 @@ def fit_many(
             a device grid with more rows than problems,
             ``w0`` not of shape ``[M, dim]``, and the errors of :func:`fit`.
     """
-    _check_static(model, max_iter)
+    solver = as_solver(solver).for_model(model)
     dtype = _dtype(data)
     C = jnp.asarray(C, dtype)
     if C.ndim != 1 or C.shape[0] < 1:
@@ -214,7 +211,7 @@ def fit_many(
     if w0 is not None:
         w0 = _check_w0(w0, (M, model.dim(data)), dtype)
     order = jnp.argsort(-C, stable=True).astype(jnp.int32)
-    kw = dict(tol=tol, max_iter=max_iter, callback=callback, seed=seed)
+    kw = dict(solver=solver, callback=callback)
     grid = None if devices is None else np.asarray(devices, dtype=object)
     if grid is not None and grid.ndim == 2:
         # problems x samples: rows of the grid run separate queues, each row's

@@ -9,14 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrank._src.solvers import ssvm as solver
-from jaxrank._src.solvers.run import (
-    _print_progress,
-    choose_batch_size,
-    fit_batch,
-    fit_one,
-    resolve_devices,
-)
+from jaxrank._src.solvers import ssvm
+from jaxrank._src.solvers.run import resolve_devices, solve
 
 # CCCP (the latent models, HOAPSVM) applies its stopping rule only after a convex
 # step that reached ``tol``: that step certifies the point returned. A step that
@@ -321,8 +315,7 @@ class CCCPResult(NamedTuple):
     last_step_converged: np.ndarray
 
 
-def _convex_steps(model, data, problems, C, K, batch_size, devices, w0, *, tol, max_iter,
-                  verbose):
+def _convex_steps(model, data, problems, C, K, batch_size, devices, w0, *, solver, verbose):
     """One convex step of every run, warm-started at its previous iterate ``w0 [K, dim]``.
 
     The first solver iteration evaluates the convex upper bound at ``w0``,
@@ -330,19 +323,12 @@ def _convex_steps(model, data, problems, C, K, batch_size, devices, w0, *, tol, 
     there), so the step's result never has a higher objective than ``w0``:
     CCCP's objective decreases even when a step stops at ``max_iter``.
     """
-    tol = jnp.float32(tol)
-    w0 = jnp.asarray(w0, jnp.float32)
-    if K == 1:
-        res = fit_one(model, data, _take(problems, 0), C=C[0], tol=tol,
-                      max_iter=int(max_iter),
-                      callback=_print_progress if verbose else None, w0=w0[0])
-        return jax.tree_util.tree_map(lambda a: a[None], res)
-    return fit_batch(model, data, problems, C, tol=tol, max_iter=int(max_iter),
-                     batch_size=batch_size, devices=devices, callback=None, w0=w0)
+    return solve(model, data, problems, C, solver=solver, single=K == 1,
+                 batch_size=batch_size, devices=devices, w0=w0, verbose=bool(verbose))
 
 
-def latent_cccp(model, data, problems, C, *, n_init, init, rng, cccp_max_iter, cccp_tol, tol,
-                max_iter, batch_size=None, devices=None, verbose=None):
+def latent_cccp(model, data, problems, C, *, n_init, init, rng, cccp_max_iter, cccp_tol,
+                solver, batch_size=None, devices=None, verbose=None):
     """CCCP (Algorithm 1) for ``M`` fits times ``n_init`` initialisations (:func:`cccp`).
 
     Every run starts at ``w = 0`` from a random imputation of the positive bags'
@@ -359,9 +345,8 @@ def latent_cccp(model, data, problems, C, *, n_init, init, rng, cccp_max_iter, c
         rng: ``numpy.random.RandomState`` of the random imputations.
         cccp_max_iter: maximum CCCP iterations per run.
         cccp_tol: relative objective decrease below which CCCP stops.
-        tol: the solver's relative duality gap of each convex step.
-        max_iter: maximum solver iterations of each convex step.
-        batch_size, devices: of the work queue (:func:`jaxrank._src.solvers.run.fit_batch`).
+        solver: :class:`jaxrank.solvers.Solver` of each convex step.
+        batch_size, devices: of the work queue (:func:`jaxrank._src.solvers.run.solve`).
         verbose: ``None`` or the name to print progress under.
 
     Returns:
@@ -395,18 +380,17 @@ def latent_cccp(model, data, problems, C, *, n_init, init, rng, cccp_max_iter, c
         probs = _select(jnp.asarray(first), new, probs)
     if K > 1:
         devices = resolve_devices(devices)
-        batch_size = choose_batch_size(batch_size, K, dim, len(devices), model.cache)
 
-    def solve(run, Cs, w0):
-        return _convex_steps(model, data, run, Cs, K, batch_size, devices, w0, tol=tol,
-                             max_iter=max_iter, verbose=verbose)
+    def step(run, Cs, w0):
+        return _convex_steps(model, data, run, Cs, K, batch_size, devices, w0, solver=solver,
+                             verbose=verbose)
 
-    tr = cccp(model, data, probs, Ck, np.zeros((K, dim), np.float32), solve=solve,
+    tr = cccp(model, data, probs, Ck, np.zeros((K, dim), np.float32), solve=step,
               cccp_max_iter=cccp_max_iter, cccp_tol=cccp_tol, verbose=verbose)
     best_obj_m = tr.objective.reshape(M, R)
     pick = np.argmin(best_obj_m, axis=1)
     idx = np.arange(M) * R + pick
-    res = solver.FitResult(
+    res = ssvm.FitResult(
         w=jnp.asarray(tr.w[idx]), objective=jnp.asarray(tr.objective[idx], jnp.float32),
         dual=jnp.asarray(tr.dual[idx], jnp.float32),
         num_steps=jnp.asarray(tr.num_steps[idx], jnp.int32),

@@ -21,14 +21,14 @@ _AUTO_CACHE_BYTES = 2 ** 25
 def plane_cache_size(cache: int, dim: int) -> int:
     """Planes the solver caches for a model with ``cache`` planes and ``dim`` weights.
 
-    ``model.cache`` is a floor: below ``_AUTO_CACHE_MAX`` planes the cache
+    ``Solver.cache`` is a floor: below ``_AUTO_CACHE_MAX`` planes the cache
     grows to ``dim + 2`` (room for the support of an optimal dual point, at
     most ``dim + 1`` planes), while ``(cache + 1) * dim`` float32 planes fit
     in ``_AUTO_CACHE_BYTES``. A cache smaller than the support merges planes
     in use into the aggregate corner, which stalls the dual bound.
 
     Args:
-        cache: the model's ``cache`` (``>= 1``).
+        cache: the fit's ``Solver.cache`` (``>= 1``).
         dim: number of weights.
 
     Returns:

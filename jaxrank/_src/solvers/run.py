@@ -8,6 +8,7 @@ fitted weights.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from numbers import Integral
 
@@ -16,7 +17,8 @@ import numpy as np
 
 from jaxrank._src.layout import Design
 from jaxrank._src.solvers import batch, dcd, planes
-from jaxrank._src.solvers import ssvm as solver
+from jaxrank._src.solvers import ssvm
+from jaxrank._src.solvers.settings import DEFAULTS, Solver, as_solver
 
 # Slots per device of the batched drivers: 32 was the fastest of 8/16/32 in
 # bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)
@@ -37,6 +39,9 @@ CPU_FITS_PER_SLOT = 16
 
 
 _SLOT_CACHE_BYTES = 2**28
+
+
+DEFAULTS_CACHE = DEFAULTS["cache"]
 
 
 def shard_rows(data, devices):
@@ -139,14 +144,16 @@ def resolve_devices(devices):
     return devs
 
 
-def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=128):
+def choose_batch_size(batch_size, n_fits, dim, n_devices, cache=DEFAULTS_CACHE):
     """Validate ``batch_size``, or choose it (``None``) for the batched driver.
 
     ``None`` gives ``DEFAULT_BATCH_SIZE`` slots per device (on a CPU
     backend one slot per ``CPU_FITS_PER_SLOT`` fits of a device, at least
     one), fewer when the ``n_fits`` fits do not fill them (``ceil(n_fits / n_devices)``) or when
     the slots' plane caches (``batch_size * (cache + 1) * dim * 4`` bytes)
-    would exceed 256 MB per device (high-dimensional ``X``).
+    would exceed 256 MB per device (high-dimensional ``X``). ``cache``: the
+    fits' ``Solver.cache`` (completed for the model).
+
 
     Raises:
         TypeError: ``batch_size`` is not ``None`` or an int.
@@ -213,7 +220,7 @@ design_matmul = jax.jit(lambda data, W: data @ W)
 def _sparse_scores(data, W):
     """``data @ W`` (``[n, T]``) for a sparse float32 design, by the hinge block's
     native CSR row kernel (about 7x faster than XLA's segment sum on CPU)."""
-    rows = solver.design_rows(data)
+    rows = ssvm.design_rows(data)
     return jax.vmap(lambda w: dcd.row_dots(rows, w), in_axes=1, out_axes=1)(W)
 
 
@@ -225,35 +232,88 @@ def training_scores(data, W):
     return np.asarray(design_matmul(data, _to_device(W)))
 
 
-# One jitted program per (model, shapes): C and tol are traced.
-fit_one = jax.jit(solver.fit, static_argnames=("model", "max_iter", "callback", "seed"))
+# One jitted program per (model, shapes, static solver fields): C and the
+# solver's tol are traced.
+fit_one = jax.jit(ssvm.fit, static_argnames=("model", "callback"))
 
 
 # The result structure of every single fit (stored programs keep no pytrees).
-_FIT_RESULT_TREE = jax.tree_util.tree_structure(solver.FitResult(*(0,) * 5))
+_FIT_RESULT_TREE = jax.tree_util.tree_structure(ssvm.FitResult(*(0,) * 5))
 
 
-def run_fit_one(model, data, problem, *, C, tol, max_iter, callback=None, store=None):
+def run_fit_one(model, data, problem, *, C, solver: Solver, callback=None, w0=None,
+                store=None):
     """:data:`fit_one`, through ``store`` when given.
 
-    ``store``: an object with ``run(lower, static, args, kwargs, *, out_tree)``
-    that returns the outputs of the lowered program (the command line's
-    program store, :mod:`jaxrank._src.cli.store`, keeps compiled fits across
-    processes); ``None``: the jitted call. A fit with a ``callback`` is always
-    the jitted call (programs with host callbacks cannot be stored).
+    ``solver``: a :class:`Solver`. ``store``: an object with ``run(lower,
+    static, args, kwargs, *, out_tree)`` that returns the outputs of the
+    lowered program (the command line's program store,
+    :mod:`jaxrank._src.cli.store`, keeps compiled fits across processes);
+    ``None``: the jitted call. A fit with a ``callback`` or a warm start
+    ``w0`` is always the jitted call (programs with host callbacks cannot be
+    stored; warm starts are not a command-line fit).
     """
-    if store is None or callback is not None:
-        return fit_one(model, data, problem, C=C, tol=tol, max_iter=max_iter,
-                       callback=callback)
+    if store is None or callback is not None or w0 is not None:
+        return fit_one(model, data, problem, C=C, solver=solver, callback=callback, w0=w0)
     # NumPy scalars: jnp.asarray of host values runs (and compiles) a program.
-    C, tol = np.float32(np.asarray(C)), np.float32(np.asarray(tol))
+    C = np.float32(np.asarray(C))
+    solver = dataclasses.replace(solver, tol=np.float32(np.asarray(solver.tol)))
     return store.run(
-        lambda: fit_one.lower(model, data, problem, C=C, tol=tol, max_iter=max_iter),
-        ("fit_one", repr(model), int(max_iter)), (data, problem), {"C": C, "tol": tol},
-        out_tree=_FIT_RESULT_TREE)
+        lambda: fit_one.lower(model, data, problem, C=C, solver=solver),
+        ("fit_one", repr(model), solver.static()), (data, problem),
+        {"C": C, "solver": solver}, out_tree=_FIT_RESULT_TREE)
 
 
 fit_batch = jax.jit(
-    batch.fit_many,
-    static_argnames=("model", "max_iter", "batch_size", "devices", "callback", "seed"),
-)
+    batch.fit_many, static_argnames=("model", "batch_size", "devices", "callback"))
+
+
+def solve(model, data, problems, C, *, solver: Solver, single: bool, batch_size=None, devices=None,
+          w0=None, verbose=False, progress=False, store=None):
+    """``M`` fits of one model, each one jitted call: the one dispatch of every estimator.
+
+    ``single``: the one fit of ``problems`` (``M = 1``) by :data:`fit_one`
+    (through ``store`` when given, :func:`run_fit_one`); else the work queue
+    :data:`fit_batch` on ``devices`` (``None``: one queue on the default
+    device; a tuple of devices or a problems x samples grid, as
+    :func:`jaxrank.solvers.fit_many` takes them) with ``batch_size`` slots
+    per device (``None``: :func:`choose_batch_size`).
+
+    Args:
+        model: a structured model (static).
+        data: the model's data, shared by every fit.
+        problems: pytree of arrays with a leading ``[M]`` axis.
+        C: ``[M]`` float32 trade-offs.
+        solver: :class:`Solver` of every fit.
+        single: bool, run the one fit of ``M = 1`` as a single fit.
+        batch_size, devices: of the work queue (above).
+        w0: optional ``[M, dim]`` warm starts.
+        verbose: print the single fit's progress every 25 iterations.
+        progress: report the queue's stopped fits on the ``jaxrank.progress``
+            logger (:func:`report_progress`).
+        store: the command line's program store (single fits only).
+
+    Returns:
+        :class:`FitResult` with a leading ``[M]`` axis (host arrays for a
+        single fit).
+    """
+    solver = as_solver(solver).for_model(model)
+    solver = dataclasses.replace(solver, tol=np.float32(np.asarray(solver.tol)))
+    if w0 is not None:
+        w0 = _to_device(w0, np.float32)
+    if single:
+        # (Indexing a device array eagerly is a program per shape; on a CPU
+        # backend the host view of the array is free.)
+        cpu = jax.default_backend() == "cpu"
+        one = jax.tree_util.tree_map(
+            lambda a: _to_device(np.asarray(a)[0]) if cpu else a[0], problems)
+        res = run_fit_one(model, data, one, C=C[0], solver=solver,
+                          callback=_print_progress if verbose else None,
+                          w0=None if w0 is None else w0[0], store=store)
+        return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], res)
+    n_devices = 1 if devices is None else len(devices)
+    batch_size = choose_batch_size(batch_size, C.shape[0], model.dim(data), n_devices,
+                                   solver.cache)
+    return fit_batch(model, data, problems, C, solver=solver, batch_size=batch_size,
+                     devices=devices, callback=report_progress if progress else None, w0=w0)
+

@@ -30,7 +30,7 @@ al. 2015), in weight space with an incremental Gram matrix.
 **Hinge block.** The per-sample hinges are an ``n``-slack block with dual
 variables ``alpha_i`` in ``[0, u_i]``, updated every iteration by dual
 coordinate ascent (Hsieh et al. 2008; liblinear's ``-s 3`` loop with
-shrinking, a fresh random order every pass, at most ``model.hinge_visits * m``
+shrinking, a fresh random order every pass, at most ``solver.hinge_visits * m``
 coordinate visits; :mod:`jaxrank._src.solvers.dcd`, native code on CPU, XLA loops
 elsewhere); every step is an exact maximisation of ``D`` along one
 coordinate, so ``D`` never decreases. A model with hinge terms and no oracle
@@ -95,6 +95,7 @@ from jaxrank._src.solvers.qp import (
     _solve_cached,
     _solve_cached_projected,
 )
+from jaxrank._src.solvers.settings import Solver, as_solver
 from jaxrank._src.types import HingeTerms
 
 
@@ -348,7 +349,7 @@ def _converged(best_obj, best_dual, tol):
     return ok & jnp.isfinite(best_obj)
 
 
-def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
+def step(state: SolverState, model, data, problem, C, *, solver: Solver | None = None,
          sq_norms=None, key=None, w0=None) -> SolverState:
     """One iteration of the solver: one call of loss-augmented inference.
 
@@ -357,9 +358,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     their sum), keeps the best iterate, sets ``done`` if the certified relative
     gap ``(F(w_best) - D) / F(w_best)`` is ``<= tol`` or ``max_iter``
     iterations were made, then takes the Pegasos / Frank-Wolfe step towards
-    the new plane with exact line search, ``model.inner_steps`` pairwise steps
+    the new plane with exact line search, ``solver.inner_steps`` pairwise steps
     among the cached planes, and a call of dual coordinate ascent on the hinge
-    block (at most ``model.hinge_visits * m`` visits), and raises the dual
+    block (at most ``solver.hinge_visits * m`` visits), and raises the dual
     bound ``D``. On a state that had already stopped (``state.done``: a slot
     of a batch that runs on until its last fit stops) the QP over the
     cached planes is skipped.
@@ -371,12 +372,13 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         data: the model's data (e.g. a :class:`jaxrank.models.Design`).
         problem: pytree of arrays of this fit (labels, masks, ...).
         C: ``[]`` float trade-off ``> 0``.
-        tol: ``[]`` relative duality gap at which the fit stops.
-        max_iter: static bound on the iterations of the fit.
+        solver: :class:`jaxrank.solvers.Solver` (its ``tol`` may be traced;
+            ``None``: the defaults), completed by the model's suggestions
+            (:meth:`Solver.for_model`).
         sq_norms: ``[m]`` squared row norms of the hinge terms (computed here
             if ``None``).
         key: PRNG key of the visiting orders (only with hinge terms;
-            default ``jax.random.key(0)``).
+            default ``jax.random.key(solver.seed)``).
         w0: optional ``[dim]`` warm start. At the first iteration
             (``state.it == 0``) the objective and the oracle are evaluated at
             ``w0`` (projected onto ``model.nonpositive``'s constraint) instead
@@ -393,6 +395,9 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         (multi-plane cache); Hsieh et al., ICML 2008 (dual coordinate descent).
     """
     s = state
+    solver = as_solver(solver).for_model(model)
+    tol, max_iter = solver.tol, solver.max_iter
+    inner_steps = int(solver.inner_steps)
     dtype = s.w.dtype
     C = jnp.asarray(C, dtype)
     cache = s.levels.shape[0] - 1
@@ -403,7 +408,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
     # Without hinge terms and sign constraints, w_other stays 0.
     planes_only = hinge is None and bounds is None
     projected = bounds is not None and (
-        (cache + 1) * int(model.inner_steps) * s.w.shape[0] <= _PROJECTED_MAX_WORK)
+        (cache + 1) * inner_steps * s.w.shape[0] <= _PROJECTED_MAX_WORK)
     # The point where F and the oracle are evaluated: between the best
     # iterate and the dual iterate (stabilised cutting planes: any point gives
     # a valid plane), or the warm start at the first iteration.
@@ -482,7 +487,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
                                     native_ok=not projected)
         gram = gram.at[slot].set(r_slot).at[:, slot].set(r_slot)
         gram = gram.at[agg].set(r_agg).at[:, agg].set(r_agg)
-        if model.inner_steps > 0:
+        if inner_steps > 0:
             eps = _INNER_ACCURACY * jnp.maximum(tol * jnp.abs(best_obj),
                                                 best_obj - s.best_dual)
             # A fit that had stopped before this step (a slot of a batch that
@@ -492,11 +497,11 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
             if projected:
                 beta, ell = _solve_cached_projected(beta, corners, levels, gram, w_other + nu,
                                                     _bounded_mask(w, bounds),
-                                                    model.inner_steps, eps)
+                                                    inner_steps, eps)
             else:
                 v_other = (jnp.zeros_like(levels) if planes_only
                            else _cache_matvec(n_filled, corners, w_other))
-                beta, ell = _solve_cached(beta, gram, levels, v_other, model.inner_steps, eps)
+                beta, ell = _solve_cached(beta, gram, levels, v_other, inner_steps, eps)
             w = _cache_combine(n_filled, corners, beta, native_ok=not projected)
             w = w if planes_only else w + w_other
     active, pg_tol = s.active, s.pg_tol
@@ -508,7 +513,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
         if sq_norms is None:
             sq_norms = dcd.sq_norms(rows)
         if key is None:
-            key = jax.random.key(0)
+            key = jax.random.key(solver.seed)
         m = hinge.labels.shape[0]
         order = dcd.random_order(jax.random.fold_in(key, s.it), m)
         w_plane = w - w_other
@@ -523,7 +528,7 @@ def step(state: SolverState, model, data, problem, C, *, tol, max_iter: int,
             hinge.labels.astype(jnp.float32), hinge.upper.astype(jnp.float32), order,
             sq_norms=sq_norms.astype(jnp.float32), n_epochs=_MAX_PASSES, active=active,
             pg_tol=pg_tol.astype(jnp.float32),
-            max_visits=jnp.asarray(int(model.hinge_visits) * m, jnp.int32))
+            max_visits=jnp.asarray(int(solver.hinge_visits) * m, jnp.int32))
         w, alpha = w32.astype(dtype), alpha32.astype(dtype)
         lowered = 0.1 * pg_tol
         if has_oracle:  # a moving subproblem: no pass tolerance below float32 resolution
@@ -567,17 +572,6 @@ def state_result(state: SolverState, tol) -> FitResult:
     return FitResult(state.best_w, state.best_obj, state.best_dual, state.it, conv)
 
 
-def _check_static(model, max_iter):
-    if int(max_iter) < 1:
-        raise ValueError(f"max_iter must be >= 1; got {max_iter!r}.")
-    if int(model.cache) < 1:
-        raise ValueError(f"model.cache must be >= 1; got {model.cache!r}.")
-    if int(model.inner_steps) < 0:
-        raise ValueError(f"model.inner_steps must be >= 0; got {model.inner_steps!r}.")
-    if int(getattr(model, "hinge_visits", 1)) < 1:
-        raise ValueError(f"model.hinge_visits must be >= 1; got {model.hinge_visits!r}.")
-
-
 def _hinge_setup(model, data, problem, C, dtype):
     """Size and row norms of the hinge block (``0, None`` without one)."""
     h = model.hinge_terms(data, problem, jnp.asarray(1.0, dtype))
@@ -595,33 +589,31 @@ def fit(
     problem,
     *,
     C,
-    tol=1e-4,
-    max_iter: int = 2000,
+    solver: Solver | None = None,
     callback: Callable | None = None,
-    seed: int = 0,
     w0=None,
 ) -> FitResult:
     r"""Minimise ``F(w)`` (module docstring) for one problem: one ``lax.while_loop``.
 
     From ``w = 0`` (or the warm start ``w0``) until the certified relative
-    duality gap is ``<= tol`` or ``max_iter`` iterations.
+    duality gap is ``<= solver.tol`` or ``solver.max_iter`` iterations.
 
     Args:
         model: a structured model (static; frozen dataclass with ``scores``,
-            ``oracle``, ``hinge_terms``, ``dim``, ``cache``, ``inner_steps``;
-            see :mod:`jaxrank._src.types` and the README's worked example).
+            ``oracle``, ``hinge_terms``, ``dim`` and optionally
+            ``solver_defaults``; see :mod:`jaxrank._src.types` and the
+            README's worked example).
         data: the model's data, shared by every fit of a batch (e.g. a
             :class:`jaxrank.models.Design`).
         problem: pytree of arrays of this fit (e.g. labels and ``where``).
         C: scalar ``> 0`` (may be traced; ``vmap`` over it for a grid).
-        tol: relative duality gap at which to stop (``>= 0``): when
-            ``converged``, ``objective`` is within ``tol`` (relative) of the
-            exact optimum.
-        max_iter: static bound on the iterations (``>= 1``).
+        solver: :class:`jaxrank.solvers.Solver`, the stopping rule and the
+            solver's tuning (``None``: ``Solver()``); its ``None`` fields
+            take the model's suggestions (:meth:`Solver.for_model`). Its
+            ``tol`` is traced, the other fields are static.
         callback: optional host function ``(it, objective, dual) -> None``
             called through ``jax.debug.callback`` after every iteration
             (progress output). Static.
-        seed: static seed of the hinge block's visiting order.
         w0: optional ``[dim]`` float warm start (e.g. the previous step of a
             CCCP loop, or a fit at a nearby ``C``). The first iteration
             evaluates ``F`` and the oracle at ``w0`` (projected onto
@@ -634,9 +626,11 @@ def fit(
         :class:`FitResult`.
 
     Raises:
-        ValueError: ``max_iter < 1``, bad ``model.cache`` / ``inner_steps``,
-            a model with neither an oracle nor hinge terms, ``w0`` not of
-            shape ``[dim]``.
+        TypeError: ``solver`` is not a :class:`Solver` or ``None``, or a
+            model that defines the tuning fields itself
+            (:meth:`Solver.for_model`).
+        ValueError: bad ``model.solver_defaults``, a model with neither an
+            oracle nor hinge terms, ``w0`` not of shape ``[dim]``.
 
     Data-parallel fits: when the design's rows (and optionally the
     problem's per-sample arrays) are a ``jax.Array`` sharded over a mesh
@@ -656,15 +650,15 @@ def fit(
         Sundararajan, "A dual coordinate descent method for large-scale
         linear SVM", ICML 2008.
     """
-    _check_static(model, max_iter)
+    solver = as_solver(solver).for_model(model)
     dtype = _dtype(data)
     dim = model.dim(data)
-    key = jax.random.key(seed)
+    key = jax.random.key(solver.seed)
     m, sq = _hinge_setup(model, data, problem, C, dtype)
     if w0 is not None:
         w0 = _check_w0(w0, (dim,), dtype)
-    run = functools.partial(step, model=model, data=data, problem=problem, C=C, tol=tol,
-                            max_iter=max_iter, sq_norms=sq, key=key, w0=w0)
+    run = functools.partial(step, model=model, data=data, problem=problem, C=C, solver=solver,
+                            sq_norms=sq, key=key, w0=w0)
 
     def body(s):
         s = run(s)
@@ -673,9 +667,9 @@ def fit(
         return s
 
     state = lax.while_loop(lambda s: ~s.done, body,
-                           init_state(dim, dtype, _cache(model, dim), m,
+                           init_state(dim, dtype, _cache(model, solver, dim), m,
                                       _search_start(model, problem)))
-    return state_result(state, tol)
+    return state_result(state, solver.tol)
 
 
 def _search_start(model, problem):
@@ -690,11 +684,14 @@ def _search_start(model, problem):
     return start(problem)
 
 
-def _cache(model, dim):
-    """The plane cache of a fit (:func:`plane_cache_size`; as given without an oracle)."""
+def _cache(model, solver, dim):
+    """The plane cache of a fit (:func:`plane_cache_size`; as given without an oracle).
+
+    ``solver``: a :class:`Solver` completed for ``model`` (:meth:`Solver.for_model`).
+    """
     if model.oracle is None:
-        return int(model.cache)
-    return plane_cache_size(model.cache, dim)
+        return int(solver.cache)
+    return plane_cache_size(solver.cache, dim)
 
 
 def _check_w0(w0, shape, dtype):
