@@ -82,7 +82,7 @@ def main():
         sweeps.append(ts)
         loops.append(tl)
         print(f"run {r}: sweep {ts:.1f} s, loop {tl:.1f} s", flush=True)
-    d_ap = float(np.max(np.abs(res.val_ap - l_ap)))
+    d_ap = float(np.max(np.abs(res.val_score - l_ap)))
     d_obj = float(np.max(np.abs(res.objective / l_obj - 1)))
     warm_s, warm_l = statistics.median(sweeps[1:]), statistics.median(loops[1:])
     lines = [

@@ -284,7 +284,7 @@ def nested_cv(name, X, bags, y, quick=False, log=print, methods=None, on_method=
                     est = jaxrank.LatentSVM(J=J * ratio, c=c, max_iter=svm_iter,
                                             random_state=0, **SETTINGS)
                     r = _sweep(Xf, y, bags, est, SVM_CS, train)
-                    score = r.mean_val_ap[0].max()
+                    score = r.mean_val_score[0].max()
                     if best is None or score > best[0]:
                         best = (score, r, J, c)
                 _, r, J, c = best

@@ -88,7 +88,7 @@ def main():
                 flat.converged.ravel().tolist()],
         "grid": [sg.objective.ravel().tolist(), sg.dual.ravel().tolist(),
                  sg.converged.ravel().tolist()],
-        "val_ap": [flat.val_ap.ravel().tolist(), sg.val_ap.ravel().tolist()],
+        "val_score": [flat.val_score.ravel().tolist(), sg.val_score.ravel().tolist()],
         "best_C": [flat.best_C.tolist(), sg.best_C.tolist()],
         "refit": [[float(e.objective_) for e in r.best_estimators] for r in (flat, sg)],
         "refit_n_features": [e.n_features_in_ for e in sg.best_estimators],

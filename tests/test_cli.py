@@ -467,7 +467,7 @@ def test_sweep_of_a_graph_model_takes_edges(tmp_path, small_files, capsys):
     assert main(args + ["--edges", str(tmp_path / "edges.txt")]) == 0
     got = json.loads((tmp_path / "hob.json").read_text())
     res = jaxrank.sweep(X, y, model="hob-svm", edges=edges, Cs=[0.01, 0.1], cv=2, refit=False)
-    np.testing.assert_allclose(got["mean_val_ap"]["label"], res.mean_val_ap[0], atol=1e-6)
+    np.testing.assert_allclose(got["mean_val_score"]["label"], res.mean_val_score[0], atol=1e-6)
     assert main(["sweep", str(train), "--model", "svm", "--edges", str(tmp_path / "edges.txt"),
                  "--output-prefix", str(tmp_path / "svm"), "-q"]) == 2
     assert "--edges does not apply to --model svm" in capsys.readouterr().err

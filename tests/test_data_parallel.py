@@ -235,7 +235,7 @@ def test_problems_by_samples_grid_on_six_devices():
     r = out["sweep"]
     assert [["devices", 3], ["samples", 2]] in r["meshes"], r["meshes"]
     close(r["one"], r["grid"])
-    np.testing.assert_allclose(*r["val_ap"], atol=0.02)
+    np.testing.assert_allclose(*r["val_score"], atol=0.02)
     assert r["refit_n_features"] == [10, 10]  # the estimators keep the unpadded X
     if r["best_C"][0] == r["best_C"][1]:
         np.testing.assert_allclose(*r["refit"], rtol=1e-3)

@@ -314,7 +314,7 @@ def test_sweep_over_whole_queries_equals_single_fits_and_map_is_sklearns():
         for k in range(len(res.Cs)):
             # the validation MAP is the MAP of the fit's weights on the held-out queries
             s = X[va] @ res.weights[0, k, f]
-            np.testing.assert_allclose(res.val_ap[0, k, f],
+            np.testing.assert_allclose(res.val_score[0, k, f],
                                        sklearn_map(s, y[va] >= 1, q[va])[0], rtol=1e-5)
     tr = ~masks[0]  # fold 0 (one compile): the CV fits equal single fits
     for k, C in enumerate(res.Cs):

@@ -445,7 +445,7 @@ def test_sweep_fits_are_the_fits_on_whole_components(data, name, Cs, kw, refit):
             one = cls(C=C, **kw).fit(X[~val], y[~val], edges=side.take(e, ~val, n))
             np.testing.assert_allclose(res.objective[0, g, f], one.objective_, rtol=1e-4)
             np.testing.assert_allclose(
-                res.val_ap[0, g, f], one.score(X[val], y[val], edges=side.take(e, val, n)),
+                res.val_score[0, g, f], one.score(X[val], y[val], edges=side.take(e, val, n)),
                 atol=1e-6)
     if not refit:
         return

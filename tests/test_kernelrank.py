@@ -480,3 +480,77 @@ def test_kernelrank_gmm_on_mil_tiger_beats_chance():
     auc = roc_auc_score(y[te], est.decision_function(Xp[te], mask=mask[te]))
     assert auc > 0.6, auc
     assert est.params_["mu"].shape == (2, 4, 8)
+
+
+def _gmm_data(seed=0, n=48, L=5, D=3):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3 == 0
+    X = (rng.normal(size=(n, L, D)) + 0.9 * y[:, None, None]).astype(np.float32)
+    mask = rng.random((n, L)) < 0.8
+    mask[:, 0] = True
+    return X, y.astype(int), mask
+
+
+def test_gmm_scorer_saves_and_loads(tmp_path):
+    """The GMM scorer's mixtures (a dict attribute) round-trip through jaxrank.save."""
+    import jaxrank
+
+    X, y, mask = _gmm_data()
+    m = KernelRank(scorer="gmm", n_components=2, max_iter=10, random_state=0).fit(
+        X, y, mask=mask)
+    jaxrank.save(m, tmp_path / "g.npz")
+    back = jaxrank.load(tmp_path / "g.npz")
+    np.testing.assert_array_equal(back.decision_function(X, mask=mask),
+                                  m.decision_function(X, mask=mask))
+    np.testing.assert_array_equal(back.ml_decision_function(X, mask=mask),
+                                  m.ml_decision_function(X, mask=mask))
+    assert back.n_features_in_ == 3 and sorted(back.params_) == sorted(m.params_)
+    # A mixture entry that is not finite is refused, naming the attribute.
+    with np.load(tmp_path / "g.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["params_::mu"] = arrays["params_::mu"] * np.nan
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ValueError, match="params_"):
+        jaxrank.load(tmp_path / "bad.npz")
+
+
+def test_sweep_of_kernelrank_equals_fits_on_its_folds(page_blocks):
+    """``sweep`` of an estimator without C: each (setting, fold) fit is KernelRank
+    fitted on that fold's training rows, scored by scikit-learn's AP on its
+    validation rows; the refit is the best setting fitted on all rows."""
+    import jaxrank
+    from sklearn.metrics import average_precision_score
+
+    X, y = page_blocks[0][:300], page_blocks[1][:300]
+    grid = {"learning_rate": [0.003, 0.03]}
+    res = jaxrank.sweep(X, y, model="kernelrank", cv=3, param_grid=grid, max_iter=20)
+    assert res.val_score.shape == (1, 2, 3) and np.all(np.isnan(res.Cs))
+    assert res.scoring == "average_precision" and res.params == [
+        {"learning_rate": 0.003}, {"learning_rate": 0.03}]
+    for g, p in enumerate(res.params):
+        for f in range(3):
+            val = res.val_masks[0, f]
+            one = KernelRank(max_iter=20, **p).fit(X[~val], y[~val])
+            ref = average_precision_score(y[val], one.decision_function(X[val]))
+            np.testing.assert_allclose(res.val_score[0, g, f], ref, rtol=1e-6)
+    best = res.params[int(np.argmax(res.mean_val_score[0]))]
+    assert res.best_params == [best]
+    alone = KernelRank(max_iter=20, **best).fit(X, y)
+    np.testing.assert_array_equal(res.best_estimators[0].coef_, alone.coef_)
+    with pytest.raises(ValueError, match="has no C"):
+        jaxrank.sweep(X, y, model="kernelrank", Cs=[1.0])
+    with pytest.raises(ValueError, match="groups= does not apply to KernelRank"):
+        jaxrank.sweep(X, y, model="kernelrank", groups=np.arange(len(y)) // 10)
+
+
+def test_sweep_of_the_gmm_scorer_passes_the_mask_by_name():
+    import jaxrank
+
+    X, y, mask = _gmm_data(seed=1)
+    kw = dict(scorer="gmm", n_components=2, max_iter=5, random_state=0)
+    res = jaxrank.sweep(X, y, model="kernelrank", cv=2, mask=mask, **kw)
+    for f in range(2):
+        val = res.val_masks[0, f]
+        one = KernelRank(**kw).fit(X[~val], y[~val], mask=mask[~val])
+        np.testing.assert_allclose(res.val_score[0, 0, f],
+                                   one.score(X[val], y[val], mask=mask[val]), rtol=1e-6)

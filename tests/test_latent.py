@@ -625,14 +625,14 @@ def test_sweep_folds_are_whole_bags_scored_by_their_best_candidate(name, bagged)
     # cv=2, one C, n_init=1: the same 2 batched fits as the n_init=2 fits above.
     r = jaxrank.sweep(X, y, bags=bags, model=est, Cs=[est.C], cv=2, refit=False,
                       return_weights=True, param_grid={})
-    assert r.val_ap.shape == (1, 1, 2) and r.val_masks.shape == (1, 2, B)
+    assert r.val_score.shape == (1, 1, 2) and r.val_masks.shape == (1, 2, B)
     ids = np.unique(bags)
     for f in range(2):
         val = r.val_masks[0, f]
         w = r.weights[0, 0, f]
         s = X @ w[:D] + (w[D] if w.shape[0] > D else 0.0)
         best = np.array([s[bags == b].max() for b in ids])
-        np.testing.assert_allclose(r.val_ap[0, 0, f], average_precision_score(y[val], best[val]),
+        np.testing.assert_allclose(r.val_score[0, 0, f], average_precision_score(y[val], best[val]),
                                    rtol=1e-5)
 
 
@@ -669,10 +669,10 @@ def test_sweep_tunes_J_and_c_of_the_latent_svm_by_default(bagged):
         one = jaxrank.sweep(X, y, model=jaxrank.LatentSVM(**p, **fixed), refit=False,
                             param_grid={}, **kw)
         assert one.params == [{}, {}]
-        np.testing.assert_allclose(res.val_ap[:, 2 * s:2 * s + 2], one.val_ap, atol=1e-6)
+        np.testing.assert_allclose(res.val_score[:, 2 * s:2 * s + 2], one.val_score, atol=1e-6)
         np.testing.assert_allclose(res.objective[:, 2 * s:2 * s + 2], one.objective,
                                    rtol=1e-5)
-    b = int(np.argmax(res.mean_val_ap[0]))
+    b = int(np.argmax(res.mean_val_score[0]))
     assert res.best_params == [res.params[b]] and res.best_C[0] == res.Cs[b]
     est = res.best_estimators[0]
     assert {k: est.get_params()[k] for k in ("J", "c")} == res.params[b]

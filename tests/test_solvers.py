@@ -386,3 +386,54 @@ def test_fit_status_tells_converged_max_iter_and_non_finite_apart(page_blocks):
     assert not short.converged_ and short.fit_status_ == FitStatus.MAX_ITER.label
     full = jaxrank.APSVM(C=10.0).fit(X, y)
     assert full.converged_ and full.fit_status_ == "converged"
+
+
+def test_solver_settings_take_the_models_suggestions_and_are_checked():
+    """``Solver``: a field given wins over the model's ``solver_defaults``, which win
+    over the defaults; bad values and models with the former fields are refused."""
+    from jaxrank.models import AppxModel
+
+    assert Solver().for_model(APModel()).static() == (2000, 32, 32, 5, 0)
+    assert Solver().for_model(AppxModel()).static() == (2000, 64, 128, 5, 0)
+    assert Solver(cache=8, hinge_visits=2).for_model(AppxModel()).static() == (
+        2000, 8, 128, 2, 0)
+    for bad, err in [(dict(max_iter=0), ValueError), (dict(tol=-1.0), ValueError),
+                     (dict(tol=float("nan")), ValueError), (dict(tol="1e-4"), TypeError),
+                     (dict(cache=1.5), TypeError), (dict(inner_steps=-1), ValueError),
+                     (dict(hinge_visits=0), ValueError), (dict(max_iter=True), TypeError)]:
+        with pytest.raises(err, match="Solver"):
+            Solver(**bad)
+
+    @dataclasses.dataclass(frozen=True)
+    class OldStyle(APModel):
+        cache: int = 64
+
+    with pytest.raises(TypeError, match="solver_defaults"):
+        Solver().for_model(OldStyle())
+
+    @dataclasses.dataclass(frozen=True)
+    class Typo(APModel):
+        solver_defaults = {"caches": 64}
+
+    with pytest.raises(ValueError, match="unknown key"):
+        Solver().for_model(Typo())
+
+
+def test_solver_settings_reach_the_fit_and_tol_is_traced(page_blocks):
+    """Other plane-cache settings take another path to the same certified optimum;
+    a new ``tol`` reuses the compiled fit, a new ``max_iter`` compiles another."""
+    X, y = page_blocks[0][:300], page_blocks[1][:300] > 0
+    prob = ItemProblem(jnp.asarray(y), jnp.ones(300, bool))
+    model, data = APModel(kp=int(y.sum())), design(X)
+    run = jax.jit(fit, static_argnames=("model",))
+    a = run(model, data, prob, C=100.0, solver=Solver(tol=1e-4, max_iter=3000))
+    b = run(model, data, prob, C=100.0, solver=Solver(tol=1e-4, max_iter=3000, inner_steps=0,
+                                                      cache=4))
+    assert bool(a.converged) and bool(b.converged)
+    assert int(a.num_steps) != int(b.num_steps)
+    np.testing.assert_allclose(float(b.objective), float(a.objective), rtol=2e-4)
+    assert run._cache_size() == 2
+    run(model, data, prob, C=100.0, solver=Solver(tol=1e-3, max_iter=3000))
+    assert run._cache_size() == 2
+    run(model, data, prob, C=100.0, solver=Solver(tol=1e-3, max_iter=2999))
+    assert run._cache_size() == 3

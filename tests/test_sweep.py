@@ -66,9 +66,9 @@ def test_vmapped_fits_equal_independent_fits(scene, swept):
 
     X, Y = scene
     res = swept
-    T, G, F = res.val_ap.shape
+    T, G, F = res.val_score.shape
     assert (T, G, F) == (2, len(CS), CV)
-    assert np.all(np.isfinite(res.val_ap)) and np.all(res.converged)
+    assert np.all(np.isfinite(res.val_score)) and np.all(res.converged)
     kp = int(Y.sum(axis=0).max())
     W = res.weights  # batch 4 < 12 fits: the work queue refilled its slots
     for t in range(T):
@@ -81,9 +81,9 @@ def test_vmapped_fits_equal_independent_fits(scene, swept):
                                            rtol=1e-3)
                 # Validation AP of each fit = scikit-learn's on its held-out part.
                 ref = average_precision_score(Y[val, t], X[val] @ W[t, g, f])
-                np.testing.assert_allclose(res.val_ap[t, g, f], ref, atol=1e-5)
+                np.testing.assert_allclose(res.val_score[t, g, f], ref, atol=1e-5)
     # the chosen C maximises the mean validation AP
-    np.testing.assert_array_equal(res.best_C, np.asarray(CS)[res.mean_val_ap.argmax(1)])
+    np.testing.assert_array_equal(res.best_C, np.asarray(CS)[res.mean_val_score.argmax(1)])
 
 
 def test_refit_and_2d_fit_match_single_task_fits(scene, swept):
@@ -119,7 +119,7 @@ def test_second_sweep_with_equal_shapes_does_not_recompile(scene, caplog):
             batch_size=4, return_weights=True)
     compiled = [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
     assert compiled == [], compiled
-    assert np.all(np.isfinite(again.val_ap))
+    assert np.all(np.isfinite(again.val_score))
 
 
 def test_param_grid_settings_equal_one_sweep_each_and_refit_their_best(scene):
@@ -128,17 +128,17 @@ def test_param_grid_settings_equal_one_sweep_each_and_refit_their_best(scene):
     X, Y = scene
     kw = dict(model="svm", Cs=[0.01, 1.0], cv=CV, random_state=0, tol=TOL)
     res = jaxrank.sweep(X, Y, param_grid={"pos_weight": np.array([1.0, 4.0])}, **kw)
-    assert res.val_ap.shape == (2, 4, CV)
+    assert res.val_score.shape == (2, 4, CV)
     np.testing.assert_array_equal(res.Cs, [0.01, 1.0, 0.01, 1.0])
     assert res.params == [{"pos_weight": 1.0}] * 2 + [{"pos_weight": 4.0}] * 2
     assert all(type(p["pos_weight"]) is float for p in res.params)  # not NumPy scalars
     for s, pw in enumerate([1.0, 4.0]):
         one = jaxrank.sweep(X, Y, pos_weight=pw, refit=False, **kw)
-        assert one.params == [{}, {}] and one.val_ap.shape == (2, 2, CV)
-        np.testing.assert_allclose(res.val_ap[:, 2 * s:2 * s + 2], one.val_ap, atol=1e-6)
+        assert one.params == [{}, {}] and one.val_score.shape == (2, 2, CV)
+        np.testing.assert_allclose(res.val_score[:, 2 * s:2 * s + 2], one.val_score, atol=1e-6)
         np.testing.assert_allclose(res.objective[:, 2 * s:2 * s + 2], one.objective,
                                    rtol=1e-4)
-    best = res.mean_val_ap.argmax(axis=1)
+    best = res.mean_val_score.argmax(axis=1)
     for t in range(2):
         est = res.best_estimators[t]
         assert res.best_params[t] == res.params[best[t]]
@@ -209,7 +209,7 @@ def test_gridsearchcv_with_ap_scorer_picks_the_sweep_C(scene, swept):
     ).fit(X, Y[:, 0])
     assert gs.best_params_["C"] == swept.best_C[0]
     np.testing.assert_allclose(
-        gs.cv_results_["mean_test_score"], swept.mean_val_ap[0], atol=5e-3
+        gs.cv_results_["mean_test_score"], swept.mean_val_score[0], atol=5e-3
     )
 
 
@@ -301,8 +301,29 @@ def test_joint_refit_equals_the_separate_refit(scene, swept):
                                           batch_size=4, refit="joint")
     np.testing.assert_array_equal(joint.best_C, swept.best_C)
     # each fit is optimal only to `tol`, so validation APs agree to a few 1e-3
-    np.testing.assert_allclose(joint.val_ap, swept.val_ap, atol=1e-2)
+    np.testing.assert_allclose(joint.val_score, swept.val_score, atol=1e-2)
     for a, b in zip(joint.best_estimators, swept.best_estimators):
         assert a.C == b.C and a.converged_ and b.converged_
         assert a.objective_ >= b.dual_objective_ * (1 - 1e-5)
         assert b.objective_ >= a.dual_objective_ * (1 - 1e-5)
+
+
+def test_sweep_scores_svmperf_losses_by_their_own_measure(scene):
+    """F1SVM's folds are scored by F1 of ``decision_function > 0`` (scikit-learn's
+    f1_score of each CV fit's weights), and the best C maximises mean F1."""
+    from sklearn.metrics import f1_score
+
+    X, Y = scene
+    y = Y[:, 0]
+    res = jaxrank.sweep(X, y, model="f1-svm", Cs=[0.1, 10.0], cv=CV, random_state=0,
+                        return_weights=True, refit=False)
+    assert res.scoring == "f1"
+    for g in range(2):
+        for f in range(CV):
+            val = res.val_masks[0, f]
+            w = res.weights[0, g, f]
+            s = X[val] @ w[:-1] + w[-1]
+            np.testing.assert_allclose(res.val_score[0, g, f], f1_score(y[val], s > 0),
+                                       atol=1e-6)
+    assert res.best_index[0] == int(np.argmax(res.mean_val_score[0]))
+    np.testing.assert_array_equal(res.val_ap, res.val_score)  # the former name

@@ -43,7 +43,7 @@ def test_sweep_takes_pos_label():
     kw = dict(model="svm", Cs=[0.1, 1.0], cv=2, max_iter=200)
     ref = jaxrank.sweep(X, y, **kw)
     res = jaxrank.sweep(X, enc, pos_label="has3", **kw)
-    np.testing.assert_array_equal(res.val_ap, ref.val_ap)  # the task of the minority class
+    np.testing.assert_array_equal(res.val_score, ref.val_score)  # the task of the minority class
     best = res.best_estimators[0]
     assert list(best.classes_) == ["no3", "has3"] and best.pos_label == "has3"
     assert best.score(X, enc) == pytest.approx(ref.best_estimators[0].score(X, y))
@@ -116,7 +116,7 @@ def test_sweep_takes_a_splitter_as_cv():
     a = jaxrank.sweep(X, y, cv=cv, **kw)
     b = jaxrank.sweep(X, y, cv=masks, **kw)
     np.testing.assert_array_equal(a.val_masks[0], masks)
-    np.testing.assert_array_equal(a.val_ap, b.val_ap)
+    np.testing.assert_array_equal(a.val_score, b.val_score)
 
 
 def test_auto_grid_is_not_extended_on_a_tie():
@@ -125,7 +125,7 @@ def test_auto_grid_is_not_extended_on_a_tie():
     X, y = _data()
     X = np.c_[np.where(y > 0, 1.0, -1.0), np.zeros((len(y), 1))]  # separable at every C
     res = jaxrank.sweep(X, y, model="apsvm", Cs="auto", cv=2, refit=False, max_iter=200)
-    assert np.all(res.mean_val_ap == 1.0)
+    assert np.all(res.mean_val_score == 1.0)
     assert res.extensions == 0
     np.testing.assert_array_equal(res.Cs, jaxrank.APSVM._default_Cs)
 
@@ -156,7 +156,7 @@ def test_latent_sweep_takes_bags_and_the_cli_reports_ap_over_bags(tmp_path, caps
     res = jaxrank.sweep(X, yb, model="latent-svm", bags=names, Cs=[0.1, 1.0], cv=2,
                         max_iter=100, n_init=1, cccp_max_iter=2, random_state=0, refit=False,
                         param_grid={})
-    assert res.val_ap.shape == (1, 2, 2) and np.all(np.isfinite(res.val_ap))
+    assert res.val_score.shape == (1, 2, 2) and np.all(np.isfinite(res.val_score))
     path = tmp_path / "bags.svm"
     dump_svmlight_file(X, np.repeat(yb, per), str(path), zero_based=False, query_id=bags)
     assert main(["sweep", "--model", "latent-svm", "--Cs", "0.1,1", "--cv", "2",
@@ -176,7 +176,7 @@ def test_latent_sweep_takes_bags_and_the_cli_reports_ap_over_bags(tmp_path, caps
                         max_iter=100, n_init=1, cccp_max_iter=2, random_state=0, refit=False,
                         param_grid={"J": ["balanced", "balanced*0.1"], "c": [0, 0.3]})
     assert summary["params"] == ref.params and len(ref.params) == 8
-    np.testing.assert_allclose(summary["mean_val_ap"]["bags"], ref.mean_val_ap[0], atol=1e-6)
+    np.testing.assert_allclose(summary["mean_val_score"]["bags"], ref.mean_val_score[0], atol=1e-6)
     assert summary["best_params"]["bags"] == ref.best_params[0]
     with open(tmp_path / "grid.csv") as fh:
         rows = list(csv.DictReader(fh))

@@ -19,8 +19,13 @@ _RENAMED = {"max_outer_iter": "cccp_max_iter", "n_outer_iter_": "n_cccp_iter_"}
 # Fitted attributes every saved model has; each class declares the others it
 # stores, with their checks, in ``_persist`` (jaxrank._src.estimators.base:
 # StructuredSVM._persist describes the kinds, shapes and signs).
-_COMMON = {"coef_": ("weights", "Td", None), "intercept_": ("weights", "T", None),
-           "classes_": ("labels", "(2,)", None)}
+_COMMON = {"intercept_": ("weights", "T", None), "classes_": ("labels", "(2,)", None),
+           "n_features_in_": ("count", "()", None)}
+
+
+# An attribute of kind "arrays" (a dict of arrays) is stored as one entry per
+# key, named ATTRIBUTE + _SEP + KEY.
+_SEP = "::"
 
 
 def _attribute_specs(cls):
@@ -53,21 +58,21 @@ def save(model, path, *, overwrite=False):
 
     The archive holds every attribute the estimator class persists (its
     weights, ``classes_``, the solver's certificates and the class's own
-    fitted attributes, e.g. :class:`jaxrank.APSVMApprox`'s ``w0_``) as arrays,
+    fitted attributes, e.g. :class:`jaxrank.APSVMApprox`'s ``w0_`` or the
+    mixtures of :class:`jaxrank.KernelRank`'s GMM scorer) as arrays,
     and a JSON string ``metadata`` with the format name and version, the
     estimator class (from the registry) and its ``get_params()`` (a
     ``devices`` parameter given as ``jax.Device`` objects is saved as their
     number). Multi-task models (fitted on a 2-D ``y``) are saved whole.
 
     Args:
-        model: a fitted estimator of the registry (:data:`jaxrank.ESTIMATORS`);
-            ``KernelRank`` with the linear scorer only.
+        model: a fitted estimator of the registry (:data:`jaxrank.ESTIMATORS`).
         path: destination file name (``str`` or ``os.PathLike``).
         overwrite: replace an existing file; by default an existing file is
             an error and is left untouched.
 
     Raises:
-        TypeError: ``model`` is not a registered estimator (or a GMM KernelRank).
+        TypeError: ``model`` is not a registered estimator.
         ValueError: ``model`` is not fitted, or ``path`` is a directory.
         FileExistsError: ``path`` exists and ``overwrite`` is False.
         FileNotFoundError: the directory of ``path`` does not exist.
@@ -77,9 +82,7 @@ def save(model, path, *, overwrite=False):
     name = type(model).__name__
     if class_named(name) is not type(model):
         raise TypeError(f"model must be one of {class_names()}; got {name}.")
-    if name == "KernelRank" and getattr(model, "scorer", "linear") != "linear":
-        raise TypeError("only KernelRank(scorer='linear') can be saved; the GMM scorer cannot.")
-    if not hasattr(model, "coef_"):
+    if not all(hasattr(model, k) for k in _COMMON):
         raise ValueError("model is not fitted; call fit before save.")
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -94,12 +97,17 @@ def save(model, path, *, overwrite=False):
         "params": {k: _to_json(v) for k, v in model.get_params().items()},
         "attributes": attrs,
     }
+    specs = _attribute_specs(type(model))
     arrays = {}
     for k in attrs:
-        a = np.asarray(getattr(model, k))
-        if a.dtype == object:
-            raise TypeError(f"attribute {k} of {name} cannot be saved (object dtype).")
-        arrays[k] = a
+        value = getattr(model, k)
+        parts = ({f"{k}{_SEP}{key}": v for key, v in value.items()}
+                 if specs[k][0] == "arrays" else {k: value})
+        for entry, v in parts.items():
+            a = np.asarray(v)
+            if a.dtype == object:
+                raise TypeError(f"attribute {k} of {name} cannot be saved (object dtype).")
+            arrays[entry] = a
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"cannot save to {path}: directory {directory} does not "
@@ -262,22 +270,54 @@ def load(path):
     attrs = [_RENAMED.get(a, a) for a in attrs]
     arrays = {_RENAMED.get(k, k): v for k, v in arrays.items()}
     allowed = set(_saved_attributes(cls))
-    if not set(_COMMON) <= set(attrs) or not set(attrs) <= allowed or set(attrs) != set(arrays):
+    specs = _attribute_specs(cls)
+    plain, grouped = {}, {}
+    for entry, a in arrays.items():
+        head, sep, key = entry.partition(_SEP)
+        if not sep and specs.get(entry, ("",))[0] != "arrays":
+            plain[entry] = a
+        elif specs.get(head, ("",))[0] == "arrays" and key.isidentifier():
+            grouped.setdefault(head, {})[key] = a
+        else:
+            raise ValueError(f"{path}: unexpected entry {entry!r} for {cls.__name__}.")
+    required = {"intercept_", "classes_"}
+    if not required <= set(attrs) or not set(attrs) <= allowed \
+            or set(attrs) != set(plain) | set(grouped) \
+            or not ({"coef_", "n_features_in_"} & set(attrs)):
         raise ValueError(f"{path}: the stored attributes {sorted(arrays)} do not match the "
                          f"{cls.__name__} format.")
-    coef = arrays["coef_"]
-    if coef.ndim != 2 or coef.shape[0] < 1 or coef.shape[1] < 1 or coef.dtype.kind != "f":
-        raise ValueError(f"{path}: coef_ must be a 2-D float array; got {coef.dtype} "
-                         f"{coef.shape}.")
-    if not np.all(np.isfinite(coef)):
-        raise ValueError(f"{path}: weights contain NaN or infinite values.")
-    if np.any(np.abs(coef) > _F32_MAX):
-        raise ValueError(f"{path}: coef_ overflows float32 (the dtype of every fit and "
-                         "prediction).")
-    T, d = coef.shape
-    specs = _attribute_specs(cls)
-    for k in attrs:
-        _check_array(path, k, arrays[k], T, d, specs[k], params.get("pos_label"))
+    icpt = plain["intercept_"]
+    if icpt.ndim != 1 or icpt.shape[0] < 1:
+        raise ValueError(f"{path}: intercept_ must be a 1-D array of one value per task; got "
+                         f"shape {icpt.shape}.")
+    T = icpt.shape[0]
+    coef = plain.get("coef_")
+    if coef is not None:
+        if coef.ndim != 2 or coef.shape[0] != T or coef.shape[1] < 1 or coef.dtype.kind != "f":
+            raise ValueError(f"{path}: coef_ must be a 2-D float array of {T} row(s); got "
+                             f"{coef.dtype} {coef.shape}.")
+        if not np.all(np.isfinite(coef)):
+            raise ValueError(f"{path}: weights contain NaN or infinite values.")
+        if np.any(np.abs(coef) > _F32_MAX):
+            raise ValueError(f"{path}: coef_ overflows float32 (the dtype of every fit and "
+                             "prediction).")
+    d = coef.shape[1] if coef is not None else None
+    if "n_features_in_" in plain:
+        _check_array(path, "n_features_in_", plain["n_features_in_"], T, d,
+                     specs["n_features_in_"])
+        saved = int(plain["n_features_in_"])
+        if saved < 1 or (d is not None and saved != d):
+            raise ValueError(f"{path}: n_features_in_ = {saved} does not match the model's "
+                             f"{d} weight columns." if d is not None else
+                             f"{path}: n_features_in_ must be >= 1; got {saved}.")
+        d = saved
+    for k in plain:
+        _check_array(path, k, plain[k], T, d, specs[k], params.get("pos_label"))
+    for k, parts in grouped.items():
+        for key, a in parts.items():
+            if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
+                raise ValueError(f"{path}: attribute {k}[{key!r}] must be a finite float "
+                                 f"array; got {a.dtype}.")
     if arrays["intercept_"].dtype.kind != "f":
         raise ValueError(f"{path}: intercept_ must be a float array.")
     try:
@@ -285,9 +325,10 @@ def load(path):
     except TypeError as e:
         raise ValueError(f"{path}: bad estimator parameters: {e}") from None
     _check_params(path, model)
-    for k in attrs:
-        a = arrays[k]
+    for k, a in plain.items():
         setattr(model, k, a.item() if a.ndim == 0 else a)
+    for k, parts in grouped.items():
+        setattr(model, k, dict(parts))
     if getattr(model, "multi_output_", False) is False and T != 1 and "multi_output_" in attrs:
         raise ValueError(f"{path}: a single-task model must have one row of coef_.")
     model.n_features_in_ = d

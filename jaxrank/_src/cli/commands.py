@@ -470,38 +470,43 @@ def cmd_sweep(args):
     say = _printer(args)
     say(f"read {X.shape[0]} samples x {X.shape[1]} features from {args.train_file}; "
         f"{T} task(s): {', '.join(map(str, names))}")
+    has_C = "C" in cls().get_params()
+    Cs = args.Cs if args.Cs is not None else "auto" if has_C else None
     res = sweep(
-        X, Y, Cs=args.Cs, model=args.model, cv=args.cv,
+        X, Y, Cs=Cs, model=args.model, cv=args.cv,
         **_extra_inputs(cls, args.train_file, groups, _read_edges(args.edges),
                         model_name=args.model),
         random_state=args.seed, task_names=names, refit=False, verbose=not args.quiet,
         progress=not args.quiet, batch_size=args.batch_size, devices=_devices(args),
         param_grid=_param_grid(cls, args.grid), **params,
     )
-    mean = res.mean_val_ap  # [T, G]
-    F = res.val_ap.shape[2]
+    mean = res.mean_val_score  # [T, G]
+    F = res.val_score.shape[2]
     extra = list(res.params[0]) if res.params else []  # the other tuned parameters
-    head = ["C"] + extra + [str(n) for n in names] + ["mean"]
+    lead = ["C"] if has_C else []
+    head = lead + extra + [str(n) for n in names] + ["mean"]
     widths = [max(8, len(h)) for h in head]
-    for i, k in enumerate(extra, start=1):
+    for i, k in enumerate(extra, start=len(lead)):
         widths[i] = max([widths[i]] + [len(str(p[k])) for p in res.params])
     for t, p in enumerate(res.best_params):
-        i = 1 + len(extra) + t
+        i = len(lead) + len(extra) + t
         widths[i] = max([widths[i]] + [len(str(v)) for v in p.values()])
-    score = "AP over bags" if bags_model else "MAP" if groups is not None else "AP"
+    score = ("AP over bags" if bags_model else "MAP" if groups is not None else "AP") \
+        if res.scoring == "average_precision" else res.scoring
     if (names == ["label"] or bags_model) and not getattr(args, "quiet", False):
         print(_positive_class_text(cls(**params), _sweep_classes(Y, params.get("pos_label"))))
     print(f"\nmean validation {score} over {F} folds "
           f"({res.n_fits} fits, model {args.model}):")
     print(_fmt_row(head, widths))
     for g, C in enumerate(res.Cs):
-        cells = [f"{C:g}"] + [str(res.params[g][k]) for k in extra] + [
+        cells = [f"{C:g}"][:len(lead)] + [str(res.params[g][k]) for k in extra] + [
             f"{mean[t, g]:.4f}" for t in range(T)] + [f"{mean[:, g].mean():.4f}"]
         print(_fmt_row(cells, widths))
-    print(_fmt_row(["chosen C"] + [""] * len(extra) + [f"{c:g}" for c in res.best_C] + [""],
-                   widths))
+    pad = [""] * (len(lead) + len(extra) - 1)
+    if has_C:
+        print(_fmt_row(["chosen C"] + pad + [f"{c:g}" for c in res.best_C] + [""], widths))
     for k in extra:
-        print(_fmt_row([f"chosen {k}"] + [""] * len(extra) + [
+        print(_fmt_row([f"chosen {k}"] + pad + [
             str(p[k]) for p in res.best_params] + [""], widths))
     say(f"{int(res.converged.sum())}/{res.converged.size} fits converged; "
         f"{res.cv_time:.1f} s including compilation")
@@ -512,9 +517,10 @@ def cmd_sweep(args):
         w.writerows(rows)
     summary = {
         "train_file": args.train_file, "model": args.model, "cv": F,
-        "Cs": [float(c) for c in res.Cs], "tasks": [str(n) for n in names],
-        "mean_val_ap": {str(n): [float(v) for v in mean[t]] for t, n in enumerate(names)},
-        "best_C": {str(n): float(c) for n, c in zip(names, res.best_C)},
+        **({"Cs": [float(c) for c in res.Cs]} if has_C else {}),
+        "tasks": [str(n) for n in names], "scoring": res.scoring,
+        "mean_val_score": {str(n): [float(v) for v in mean[t]] for t, n in enumerate(names)},
+        **({"best_C": {str(n): float(c) for n, c in zip(names, res.best_C)}} if has_C else {}),
         **({"params": res.params,
             "best_params": {str(n): p for n, p in zip(names, res.best_params)}}
            if extra else {}),

@@ -147,23 +147,24 @@ def build_parser():
 
     sw = sub.add_parser(
         "sweep", help="choose C by k-fold CV for one or many tasks, all fits in one call",
-        description="Cross-validate C (validation AP; MAP over queries for qid: files) for "
+        description="Cross-validate C (validation AP, or the model's own measure; MAP over "
+        "queries for qid: files) for "
         "every task of TRAIN with all (task, C, fold) fits in one compiled call. Tasks: a "
         "binary label gives one task; a multi-class label column gives one one-vs-rest task "
         "per class (--tasks); several --task-column columns of a .csv/.npy file give one "
         "binary task each. Writes PREFIX.csv (one row per fit) and PREFIX.json (summary).",
     )
     sw.add_argument("train_file", metavar="TRAIN")
-    # (kernelrank has no C)
-    sw.add_argument("--model", choices=[n for n in names if n != "kernelrank"],
+    sw.add_argument("--model", choices=names,
                     default="apsvm", help="apsvm (default), svm, apsvm-appx, auc-svm, ..., a "
-                    "latent model on a qid: (bag id) file, or a graph model with --edges")
+                    "latent model on a qid: (bag id) file, a graph model with --edges, or "
+                    "kernelrank (no C: its --grid parameters only, one fit at a time)")
     sw.add_argument("--edges", default=None, metavar="EDGES.txt",
                     help="graph models: the edges among the samples of TRAIN (two 0-based "
                     "sample indices per line); the folds keep connected components whole")
-    sw.add_argument("--Cs", type=_grid, default="auto",
-                    help="comma-separated C grid, or 'auto' (default): the model's own "
-                    "grid, extended while the best C sits at an edge")
+    sw.add_argument("--Cs", type=_grid, default=None,
+                    help="comma-separated C grid, or 'auto' (the default for a model with "
+                    "C): the model's own grid, extended while the best C sits at an edge")
     sw.add_argument("--grid", type=_grid_param, action="append", default=None,
                     metavar="NAME=V1,V2,...",
                     help="another parameter to cross-validate with C (repeatable; every "

@@ -182,8 +182,13 @@ class RankerMixin:
         if groups is not None:
             return float(np.mean([map_score(s[:, t], positive[t], groups)
                                   for t in range(positive.shape[0])]))
-        return float(np.mean([average_precision(s[:, t], positive[t])
+        return float(np.mean([self._score_one(s[:, t], positive[t])
                               for t in range(positive.shape[0])]))
+
+    def _score_one(self, s, positive):
+        """The estimator's own measure of scores ``s [n]`` for relevance ``positive [n]``
+        (``score`` of one task; ``sweep``'s validation score): AP here."""
+        return float(average_precision(s, positive))
 
 
 def map_score(scores, positive, groups):
@@ -286,17 +291,22 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
     # sweep, the CLI and the tests read.
     side_input = None
     _learns_intercept = False
+    # The name of ``score``'s measure (``_score_one``), as ``sweep`` reports it.
+    _scoring = "average_precision"
     # Whether the model's programs call back to the host (graph cuts): such
     # programs are not kept in the command line's program store.
     _host_callbacks = False
-    # The fitted attributes jaxrank.save writes besides coef_, intercept_ and
-    # classes_, each with what jaxrank.load checks: (kind, shape, sign). Kinds:
-    # "weights" (float arrays finite in float32), "count" (integers >= 0),
-    # "flag" (bool), "value" (finite floats), "trace" (floats that may hold
-    # NaN or inf); shapes: "()", "T" ([T]), "Td" ([T, d]), "T?" ([] or [T]),
-    # "1d" (any 1-D); signs a fit keeps: None, "<= 0", "> 0". A subclass
-    # extends the dict with its own attributes.
+    # The fitted attributes jaxrank.save writes besides intercept_, classes_ and
+    # n_features_in_, each with what jaxrank.load checks: (kind, shape, sign).
+    # Kinds: "weights" (float arrays finite in float32), "count" (integers
+    # >= 0), "flag" (bool), "value" (finite floats), "trace" (floats that may
+    # hold NaN or inf), "arrays" (a dict of finite float arrays, e.g. a
+    # mixture's parameters); shapes: "()", "T" ([T]), "Td" ([T, d]), "T?" ([]
+    # or [T]), "1d" (any 1-D), None (any); signs a fit keeps: None, "<= 0",
+    # "> 0". A subclass extends the dict with its own attributes; an
+    # attribute a fit did not set (e.g. of another scorer) is not written.
     _persist = {
+        "coef_": ("weights", "Td", None),
         "multi_output_": ("flag", "()", None),
         "n_iter_": ("count", "T?", None),
         "objective_": ("trace", "T?", None),

@@ -71,6 +71,10 @@ class _ContingencySVM(StructuredSVM):
         k = np.asarray(self._k(np.sum(positive & where, axis=-1)), np.int32)
         return ContingencyProblem(_to_device(positive), _to_device(where), _to_device(k)), {}
 
+    @property
+    def _scoring(self):
+        return self._loss  # each loss is named after its measure
+
     def _score_one(self, s, positive):
         return float(self._measure(s, positive))
 

@@ -368,9 +368,15 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         "devices": [None, Interval(Integral, 1, None, closed="left"), list, tuple],
         "pos_label": "no_validation",  # checked against the labels by fit
     }
-    # Saved by jaxrank.save besides coef_, intercept_, classes_ (kinds as
-    # StructuredSVM._persist).
+    # Saved by jaxrank.save besides intercept_, classes_ and n_features_in_
+    # (kinds as StructuredSVM._persist): the linear scorer's weights, or the
+    # GMM scorer's mixtures and descriptor standardisation.
     _persist = {
+        "coef_": ("weights", "Td", None),
+        "params_": ("arrays", None, None),
+        "ml_params_": ("arrays", None, None),
+        "desc_mean_": ("value", "1d", None),
+        "desc_scale_": ("value", "1d", "> 0"),
         "bandwidth_": ("value", "T?", "> 0"),
         "objective_": ("trace", "T?", None),
         "n_iter_": ("count", "T?", None),

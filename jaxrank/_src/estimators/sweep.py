@@ -14,15 +14,17 @@ every fit), so every fit has the same shapes and all of them run in one
 compiled call: ``batch_size`` fits at a time per device are stepped together
 and a slot whose fit stops takes the next fit at once. Every fit returns what
 it would return alone (up to float rounding of batched matrix products). The
-best ``C`` of each task (highest mean validation AP, first on ties, as
-``GridSearchCV``) is then refit on all samples, again in one call.
+best ``C`` of each task (highest mean validation score, first on ties, as
+``GridSearchCV``; the score is the estimator's own measure, that of its
+``score``: AP for the ranking SVMs, F1, PRBEP, Prec@k or Rec@k for SVM-perf's
+losses) is then refit on all samples, again in one call.
 
 **Grids on each model's scale.** ``Cs=None`` takes the estimator's default
 grid (``type(est)._default_Cs``: ``10^-3 .. 10`` for the binary SVM,
 ``1 .. 10^4`` for AP-SVM and the ROC-area SVM, whose joint feature vectors
 are normalised by the number of pairs). ``Cs="auto"`` starts from that grid
 and, while the best ``C`` of some task sits at an edge of the grid (its mean
-validation AP there strictly above that of every other ``C``: a tie is no
+validation score there strictly above that of every other ``C``: a tie is no
 edge), adds two more values beyond that edge (same log spacing) and fits only
 the new ones,
 at most ``max_extensions`` times (default 3) and never beyond ``[1e-6,
@@ -83,15 +85,19 @@ class SweepResult:
     Attributes:
         model: registry name of the estimator (``"apsvm"``, ``"svm"``, ...).
         Cs: ``[G]`` float64: the ``C`` of each grid column.
-        val_ap: ``[T, G, F]`` validation AP of each fit.
+        val_score: ``[T, G, F]`` validation score of each fit: the
+            estimator's own measure (its ``score``; :attr:`scoring` names it):
+            AP (MAP over queries with ``groups``, AP over bags for the latent
+            models), or F1, PRBEP, Prec@k, Rec@k for SVM-perf's losses.
         objective: ``[T, G, F]`` training objective at the returned weights.
         dual: ``[T, G, F]`` certified lower bound on the optimum.
         num_steps: ``[T, G, F]`` int, calls of loss-augmented inference.
         converged: ``[T, G, F]`` bool, relative duality gap ``<= tol``.
         val_masks: ``[T, F, n]`` bool validation masks.
         best_index: ``[T]`` int, argmax over the grid of the mean validation
-            AP (first on ties).
-        best_C: ``[T]`` float, the chosen ``C`` per task.
+            score (first on ties).
+        best_C: ``[T]`` float, the chosen ``C`` per task (NaN for an
+            estimator without ``C``, e.g. KernelRank).
         best_estimators: ``T`` fitted estimators (the model class with
             ``best_C[t]`` and ``best_params[t]``, refit on all samples); empty
             if ``refit=False``.
@@ -106,11 +112,13 @@ class SweepResult:
         params: ``G`` dicts, the ``param_grid`` setting of each grid column
             (empty dicts when only ``C`` is tuned).
         best_params: ``T`` dicts, the chosen setting per task.
+        scoring: the name of the validation measure (``"average_precision"``,
+            ``"f1"``, ``"prbep"``, ``"precision_at_k"``, ``"recall_at_k"``).
     """
 
     model: str
     Cs: np.ndarray
-    val_ap: np.ndarray
+    val_score: np.ndarray
     objective: np.ndarray
     dual: np.ndarray
     num_steps: np.ndarray
@@ -126,28 +134,39 @@ class SweepResult:
     weights: np.ndarray | None = None
     params: list = dataclasses.field(default_factory=list)
     best_params: list = dataclasses.field(default_factory=list)
+    scoring: str = "average_precision"
+
+    @property
+    def mean_val_score(self):
+        """``[T, G]`` mean validation score over folds."""
+        return self.val_score.mean(axis=-1)
+
+    @property
+    def val_ap(self):
+        """:attr:`val_score` (its name from when every model was scored by AP)."""
+        return self.val_score
 
     @property
     def mean_val_ap(self):
-        """``[T, G]`` mean validation AP over folds."""
-        return self.val_ap.mean(axis=-1)
+        """:attr:`mean_val_score` (its name from when every model was scored by AP)."""
+        return self.mean_val_score
 
     @property
     def n_fits(self):
         """Number of CV fits ``T * G * F``."""
-        return int(self.val_ap.size)
+        return int(self.val_score.size)
 
     def rows(self):
         """One dict per (task, C, fold) fit, for CSV output."""
         out = []
-        T, G, F = self.val_ap.shape
+        T, G, F = self.val_score.shape
         for t in range(T):
             for g in range(G):
                 for f in range(F):
                     out.append({
                         "task": self.task_names[t], "C": float(self.Cs[g]),
                         **(self.params[g] if self.params else {}), "fold": f,
-                        "val_ap": float(self.val_ap[t, g, f]),
+                        "val_score": float(self.val_score[t, g, f]),
                         "objective": float(self.objective[t, g, f]),
                         "dual": float(self.dual[t, g, f]),
                         "iterations": int(self.num_steps[t, g, f]),
@@ -240,23 +259,38 @@ def _resolve(model, params):
             "model must be a registry name (one of "
             f"{sorted(k for k in ESTIMATORS if k != 'kernelrank')}), an estimator class or an "
             f"unfitted estimator; got {model!r}.")
-    if not isinstance(est, StructuredSVM):
-        raise TypeError(
-            f"sweep tunes C of a structured SVM (APSVM, BinarySVM, AUCSVM, APSVMApprox, ...); "
-            f"got {type(est).__name__}.")
+    if not (hasattr(est, "fit") and hasattr(est, "score")):
+        raise TypeError(f"model must be an estimator with fit and score; got "
+                        f"{type(est).__name__}.")
     return est
 
 
-def _val_ap(S, positive, val, groups):
-    """Validation AP (MAP over queries with ``groups``) of every fit: ``[M]``."""
-    if groups is None:
+def _side_in_params(model, params):
+    """Pop the value of a side input that ``sweep`` has no keyword for (KernelRank's
+    ``mask``) from ``params``: ``(value or None, params)``."""
+    cls = (get_estimator(model) if isinstance(model, str) else model
+           if isinstance(model, type) else type(model))
+    side = getattr(cls, "side_input", None)
+    if side is None or side.name in ("groups", "bags", "edges") or side.name not in params:
+        return None, params
+    params = dict(params)
+    return params.pop(side.name), params
+
+
+def _val_scores(est, S, positive, val, groups):
+    """Validation score of every fit, ``[M]``: the estimator's own measure
+    (``_score_one``; AP, MAP over queries with ``groups``), NaN where it is
+    undefined."""
+    own = type(est)._score_one is not StructuredSVM._score_one
+    if groups is None and not own:
         return np.asarray(jax.vmap(lambda s, p, v: average_precision(s, p, where=v))(
             jnp.asarray(S.T), jnp.asarray(positive), jnp.asarray(val)))
     out = np.empty(S.shape[1])
     for m in range(S.shape[1]):
         v = val[m]
         try:
-            out[m] = map_score(S[v, m], positive[m][v], groups[v])
+            out[m] = (map_score(S[v, m], positive[m][v], groups[v]) if groups is not None
+                      else est._score_one(S[v, m], positive[m][v]))
         except ValueError:
             out[m] = np.nan
     return out
@@ -292,8 +326,8 @@ def _run(est, data, positive, where, masks, Cs, groups, batch_size, devices, pro
     finally:
         bar.close()
     S = np.asarray(est._scores(res.w, data))  # [n, M]
-    val_ap = _val_ap(S, pos, val, groups)
-    out = [val_ap, res.objective, res.dual, res.num_steps, res.converged, res.w]
+    val_score = _val_scores(est, S, pos, val, groups)
+    out = [val_score, res.objective, res.dual, res.num_steps, res.converged, res.w]
     out = [np.asarray(a).reshape((T, G, F) + np.shape(a)[1:]) for a in out]
     extras = {k: np.asarray(v).reshape((T, G, F) + np.shape(v)[1:])
               for k, v in extras.items() if not k.startswith("_")}
@@ -343,7 +377,12 @@ def sweep(
         model: a registry name (``"apsvm"``, ``"svm"``, ``"apsvm-appx"``,
             ``"auc-svm"``, the latent models with ``bags``, the graph models
             with ``edges``, ...), an estimator class or an unfitted estimator
-            whose other parameters are used. KernelRank (no ``C``) is refused.
+            whose other parameters are used. An estimator without ``C``
+            (KernelRank) is cross-validated over its ``param_grid`` by one
+            fit per (task, setting, fold) (``Cs`` must be ``None``; its
+            side input, KernelRank's ``mask``, is passed by name in
+            ``**params``; ``batch_size``, ``devices``, ``max_extensions`` and
+            ``return_weights`` do not apply).
         cv: number of stratified folds, an int ``>= 2`` (per task, shuffled
             with ``random_state``, as ``StratifiedKFold``; with ``groups``,
             folds of whole queries; with ``edges``, stratified folds of whole
@@ -417,7 +456,7 @@ def sweep(
         ValueError: empty ``Cs`` or a ``C`` not positive and finite in
             float32, unknown model or parameter, non-binary labels or a task
             column with a single class, a fold whose training or validation
-            part lacks a positive or a negative (so no validation AP is ever
+            part lacks a positive or a negative (so no validation score is ever
             NaN), bad ``X``, ``batch_size < 1``, empty ``devices``, a
             ``devices`` grid that is ragged, repeats a device, or is used
             with sparse ``X``, ``groups`` or ``edges``; a side input the
@@ -426,13 +465,27 @@ def sweep(
             model, ``edges`` of a graph model); ``cv < 2``, or more folds
             than connected components; a ``pos_label`` that is not one of
             the labels; a ``param_grid`` with ``C``, an unknown parameter,
-            an empty list or a value the estimator refuses.
-        TypeError: a model that is not a structured SVM (KernelRank has no
-            ``C``) or not a model at all (``None``), a ``cv`` that is neither
-            an int, a splitter nor bool masks, non-numeric input, a non-int
-            ``batch_size``, a ``param_grid`` that is not a dict of lists.
+            an empty list or a value the estimator refuses; ``Cs`` given
+            for an estimator without ``C``.
+        TypeError: a model that is not an estimator (e.g. ``None``), a
+            ``cv`` that is neither an int, a splitter nor bool masks,
+            non-numeric input, a non-int ``batch_size``, a ``param_grid``
+            that is not a dict of lists.
     """
+    own_side, params = _side_in_params(model, params)
     est = _resolve(model, params)
+    if not isinstance(est, StructuredSVM):  # no C, no batched problems: a loop of fits
+        from jaxrank._src.estimators.sweep_loop import sweep_by_loop
+
+        if Cs is not None:
+            raise ValueError(f"{type(est).__name__} has no C; leave Cs=None and pass the "
+                             "grids of its parameters as param_grid.")
+        side, value = _side_value(est, groups, bags, edges)
+        return sweep_by_loop(
+            est, X, Y, side=side, value=own_side if own_side is not None else value,
+            settings=_param_settings(est, param_grid, params), cv=cv, where=where,
+            random_state=random_state, refit=bool(refit), task_names=task_names,
+            progress=progress, verbose=verbose)
     est._check_params()
     settings = _param_settings(est, param_grid, params)
     ests = [clone(est).set_params(**p) if p else est for p in settings]
@@ -526,14 +579,14 @@ def sweep(
     out = [flat(a) for a in out[:-1]] + [{k: flat(v) for k, v in out[-1].items()}]
     Cs_flat = np.tile(grid, S)
     params_flat = [dict(p) for p in settings for _ in range(G)]
-    val_ap, obj, dual, steps, conv, W, extras = out
+    val_score, obj, dual, steps, conv, W, extras = out
     full = None
     if joint:  # split off the fits on all samples
         full = [a[:, :, -1] for a in (obj, dual, steps, conv, W)], {
             k: v[:, :, -1] for k, v in extras.items()}
-        val_ap, obj, dual, steps, conv, W = (a[:, :, :-1] for a in (val_ap, obj, dual, steps,
-                                                                     conv, W))
-    best = np.argmax(val_ap.mean(axis=-1), axis=1)
+        val_score, obj, dual, steps, conv, W = (a[:, :, :-1] for a in (val_score, obj, dual,
+                                                                        steps, conv, W))
+    best = np.argmax(val_score.mean(axis=-1), axis=1)
     best_C = Cs_flat[best]
     best_params = [dict(params_flat[b]) for b in best]
     estimators, refit_time = [], 0.0
@@ -559,11 +612,11 @@ def sweep(
         refit_time = time.perf_counter() - t0
         _say(verbose, f"  done in {refit_time:.1f} s")
     return SweepResult(
-        model=name_of(est), Cs=Cs_flat, val_ap=val_ap, objective=obj, dual=dual,
+        model=name_of(est), Cs=Cs_flat, val_score=val_score, objective=obj, dual=dual,
         num_steps=steps, converged=conv, val_masks=masks, best_index=best, best_C=best_C,
         best_estimators=estimators, cv_time=cv_time, refit_time=refit_time,
         task_names=names, extensions=extensions, weights=W if return_weights else None,
-        params=params_flat, best_params=best_params,
+        params=params_flat, best_params=best_params, scoring=est._scoring,
     )
 
 
@@ -583,7 +636,8 @@ def _param_settings(est, param_grid, given):
     if param_grid is None:
         default = type(est)().get_params(deep=False)
         current = est.get_params(deep=False)
-        param_grid = {k: list(v) for k, v in type(est)._default_param_grid.items()
+        param_grid = {k: list(v) for k, v in getattr(type(est), "_default_param_grid",
+                                                     {}).items()
                       if k not in given and type(current[k]) is type(default[k])
                       and current[k] == default[k]}
     if not isinstance(param_grid, dict):
@@ -642,7 +696,7 @@ def _side_value(est, groups, bags, edges):
 
 
 def _at_edges(mean):
-    """``(high [T], low [T])``: tasks whose best mean validation AP is at the last
+    """``(high [T], low [T])``: tasks whose best mean validation score is at the last
     (first) C of the grid and strictly above every other C's.
 
     A tie is no edge: a task with the same AP at every C (or at the edge and
