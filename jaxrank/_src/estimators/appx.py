@@ -14,14 +14,13 @@ from jaxrank._src.features import Intercept
 from jaxrank._src.models.appx import AppxModel
 from jaxrank._src.oracles.ap import METHODS
 from jaxrank._src.solvers.appx import fit_appx
-from jaxrank._src.solvers.run import choose_batch_size
 
 
 class APSVMApprox(StructuredSVM):
     r"""AP-SVM-APPX: AP loss on difficult samples, easy samples constrained (§3.3).
 
-    Two stages, both by the solver of :class:`APSVM` inside one jitted call
-    (:func:`fit_appx`): a binary SVM ``s0 = w0^T x + b0`` (trade-off
+    Two stages, both by the solver of :class:`APSVM`, each one jitted call of
+    the solver's dispatch (:func:`fit_appx`): a binary SVM ``s0 = w0^T x + b0`` (trade-off
     ``C_binary``) splits the training set into easy (margin ``y s0 > 1``,
     numerically ``> 1 + 1e-3``: the margin support vectors are difficult) and
     difficult samples; the top ``k`` fraction of the easy samples of each
@@ -168,19 +167,19 @@ class APSVMApprox(StructuredSVM):
 
     def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None):
-        # Both stages run as work queues on the default device, whatever
-        # ``devices`` says: with the stages sharded over 2 XLA CPU devices in
-        # one program (jax 0.10.2), some second-stage fits returned a dual
-        # above their objective, while each stage sharded in a program of its
-        # own, and both stages on one device, were correct.
-        M = C.shape[0]
+        # Two stages, each one call of the solver's dispatch (a program of its
+        # own: with both stages sharded over 2 XLA CPU devices in one program,
+        # jax 0.10.2 returned a dual above the objective for some fits).
         cb = np.nan if self.C_binary is None else float(self.C_binary)
-        solver = self._solver().for_model(model)
         binary = self._solver(max_iter=int(self.binary_max_iter))
-        batch_size = choose_batch_size(batch_size, M, model.dim(data), 1, solver.cache)
-        r = fit_appx(data, problems, C, jnp.float32(cb), jnp.float32(self.k), solver=solver,
-                     binary_solver=binary, model=model, batch_size=batch_size,
-                     progress=bool(progress), single=bool(single))
+
+        def solve(m, d, probs, Cs, stage):
+            return self._solve(m, d, probs, Cs, single=single, batch_size=batch_size,
+                               devices=devices, progress=progress,
+                               solver=binary if stage == 1 else None)
+
+        r = fit_appx(data, problems, C, jnp.float32(cb), jnp.float32(self.k), model=model,
+                     solve=solve)
         extras = {"w0_": r.w0, "C_binary_": r.C_binary, "binary_n_iter_": r.binary_fit_steps,
                   "binary_converged_": r.binary_converged, "n_easy_": jnp.sum(r.easy, axis=-1),
                   "mu_": r.mu, "constraint_violation_": r.violation}

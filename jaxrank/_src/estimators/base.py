@@ -342,15 +342,18 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
                            devices=devices, progress=progress), {}
 
     def _solve(self, model, data, problems, C, *, single, batch_size=None, devices=None,
-               progress=None, w0=None):
-        """``FitResult [M]`` of the solver's fits with this estimator's :meth:`_solver`."""
+               progress=None, w0=None, solver=None):
+        """``FitResult [M]`` of the solver's fits with ``solver`` (default: this
+        estimator's :meth:`_solver`)."""
         if not single:
             devices = self._queue_devices(data, devices)
         # A program store given to this instance (the command line's start-up
         # cache: ``_program_store``, not a parameter) runs a single fit, unless
         # the model's programs call back to the host (not storable).
         store = None if self._host_callbacks else getattr(self, "_program_store", None)
-        return solve(model, data, problems, C, solver=self._solver(), single=single,
+        if solver is None:
+            solver = self._solver()
+        return solve(model, data, problems, C, solver=solver, single=single,
                      batch_size=batch_size, devices=devices, w0=w0, verbose=self.verbose,
                      progress=progress, store=store)
 

@@ -13,9 +13,7 @@ from jaxrank._src.layout import Design
 from jaxrank._src.models.appx import AppxProblem, appx_split
 from jaxrank._src.models.binary import BinaryModel
 from jaxrank._src.oracles.ap import ap_oracle
-from jaxrank._src.solvers import batch
 from jaxrank._src.solvers import ssvm
-from jaxrank._src.solvers.run import report_progress
 
 
 class AppxResult(NamedTuple):
@@ -104,17 +102,48 @@ def _second_stage(model, data, w0, positive, valid, C, k):
     return easy, difficult, 1 + 2 * f_bar / C
 
 
-@functools.partial(jax.jit, static_argnames=("model", "batch_size", "progress", "single"))
-def fit_appx(data, problems, C, C_binary, k, *, solver, binary_solver, model, batch_size,
-             progress, single):
-    """Both stages of ``M`` AP-SVM-APPX fits in one jitted call.
+@functools.partial(jax.jit, static_argnames=("centred",))
+def _first_stage_setup(data, problems, C, C_binary, *, centred):
+    """``(data, centre, C_binary [M])`` of the first stage: the design centred on
+    the rows some fit trains on (``centre = None`` when not ``centred``) and
+    each fit's first-stage trade-off (NaN ``C_binary``: :func:`auto_C_binary`)."""
+    centre = None
+    if centred:
+        data, centre = centre_design(data, jnp.any(problems.where, axis=0))
+    auto = jax.vmap(auto_C_binary)(C, problems.positive, problems.where)
+    return data, centre, jnp.where(jnp.isnan(C_binary), auto, C_binary).astype(data.dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("model",))
+def _second_stage_problems(data, w0, problems, C, k, *, model):
+    """The :class:`AppxProblem` of every fit from its first stage ``w0 [M, dim]``."""
+    split = functools.partial(_second_stage, model, data)
+    easy, difficult, mu = jax.vmap(split, in_axes=(0, 0, 0, 0, None))(
+        w0, problems.positive, problems.where, C, k)
+    return AppxProblem(problems.positive, difficult, easy, mu)
+
+
+@functools.partial(jax.jit, static_argnames=("model",))
+def _appx_result(data, centre, res0, res, problems, Cb, *, model):
+    y = jnp.where(problems.positive, 1, -1).astype(data.dtype)
+    S = jax.vmap(lambda w: model.scores(w, data))(res.w)
+    violation = jnp.sum(jnp.where(problems.easy, jnp.maximum(0, 1 - y * S), 0), axis=-1)
+    w0 = res0.w
+    if centre is not None:
+        res, w0 = res._replace(w=uncentre(res.w, centre)), uncentre(w0, centre)
+    return AppxResult(res, w0, Cb, res0.num_steps, res0.converged, problems.easy,
+                      problems.difficult, problems.mu, violation)
+
+
+def fit_appx(data, problems, C, C_binary, k, *, model, solve):
+    """Both stages of ``M`` AP-SVM-APPX fits, each through the solver's one dispatch.
 
     Stage 1 (the binary SVMs at ``C_binary``, with ``model.features``: an
-    intercept or none) and stage 2 (problem (10), ``model``) each run through
-    :func:`jaxrank.solvers.fit` (``single``, ``M = 1``) or the work queue of
-    :func:`jaxrank.solvers.fit_many` on one device; the split and ``mu`` are
-    computed in between, ``vmap``-ed. With an intercept both stages fit
-    ``data`` centred on the mean of the rows some fit trains on
+    intercept or none) and stage 2 (problem (10), ``model``) are each one
+    call of ``solve`` (:func:`jaxrank._src.solvers.run.solve` with the
+    estimator's settings: a single fit or the work queue); the split and
+    ``mu`` are computed in between, ``vmap``-ed. With an intercept both
+    stages fit ``data`` centred on the mean of the rows some fit trains on
     (:func:`centre_design`; module docstring, *Centring*), and the returned
     weights are :func:`uncentre`-d: scores on ``data`` as given.
 
@@ -125,43 +154,16 @@ def fit_appx(data, problems, C, C_binary, k, *, solver, binary_solver, model, ba
         C_binary: ``[]`` float first-stage trade-off; NaN means
             :func:`auto_C_binary` of each fit.
         k: ``[]`` float.
-        solver, binary_solver: :class:`jaxrank.solvers.Solver` of the second
-            and the first stage (``tol`` traced, the rest static).
         model: static :class:`AppxModel` (its ``features`` serve both stages).
-        batch_size, progress, single: static.
+        solve: ``(model, data, problems, C, stage) -> FitResult [M]``, the
+            fits of one stage (``stage`` 1 or 2).
 
     Returns:
         :class:`AppxResult`.
     """
-    dtype = data.dtype
-    # With an offset, both stages see the rows centred on their mean (module
-    # docstring, *Centring*); the weights are returned for the rows as given.
     centred = isinstance(model.features, Intercept)
-    if centred:
-        data, centre = centre_design(data, jnp.any(problems.where, axis=0))
-    auto = jax.vmap(auto_C_binary)(C, problems.positive, problems.where)
-    Cb = jnp.where(jnp.isnan(C_binary), auto, C_binary).astype(dtype)
-    bmodel = BinaryModel(features=model.features)
-    cb = report_progress if progress else None
-
-    def run(m, probs, Cs, settings):
-        if single:
-            r = ssvm.fit(m, data, jax.tree_util.tree_map(lambda a: a[0], probs),
-                         C=Cs[0], solver=settings)
-            return jax.tree_util.tree_map(lambda a: a[None], r)
-        return batch.fit_many(m, data, probs, Cs, solver=settings, batch_size=batch_size,
-                              devices=None, callback=cb)
-
-    res0 = run(bmodel, problems, Cb, binary_solver)
-    split = functools.partial(_second_stage, model, data)
-    easy, difficult, mu = jax.vmap(split, in_axes=(0, 0, 0, 0, None))(
-        res0.w, problems.positive, problems.where, C, k)
-    res = run(model, AppxProblem(problems.positive, difficult, easy, mu), C, solver)
-    y = jnp.where(problems.positive, 1, -1).astype(dtype)
-    S = jax.vmap(lambda w: model.scores(w, data))(res.w)
-    violation = jnp.sum(jnp.where(easy, jnp.maximum(0, 1 - y * S), 0), axis=-1)
-    w0 = res0.w
-    if centred:
-        res, w0 = res._replace(w=uncentre(res.w, centre)), uncentre(w0, centre)
-    return AppxResult(res, w0, Cb, res0.num_steps, res0.converged, easy, difficult, mu,
-                      violation)
+    data, centre, Cb = _first_stage_setup(data, problems, C, C_binary, centred=centred)
+    res0 = solve(BinaryModel(features=model.features), data, problems, Cb, 1)
+    second = _second_stage_problems(data, res0.w, problems, C, k, model=model)
+    res = solve(model, data, second, C, 2)
+    return _appx_result(data, centre, res0, res, second, Cb, model=model)
