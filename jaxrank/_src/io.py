@@ -286,16 +286,17 @@ def load(path):
             or not ({"coef_", "n_features_in_"} & set(attrs)):
         raise ValueError(f"{path}: the stored attributes {sorted(arrays)} do not match the "
                          f"{cls.__name__} format.")
+    # Tasks T: the rows of the weights, else the entries of the intercept.
+    coef = plain.get("coef_")
     icpt = plain["intercept_"]
-    if icpt.ndim != 1 or icpt.shape[0] < 1:
+    if coef is None and (icpt.ndim != 1 or icpt.shape[0] < 1):
         raise ValueError(f"{path}: intercept_ must be a 1-D array of one value per task; got "
                          f"shape {icpt.shape}.")
-    T = icpt.shape[0]
-    coef = plain.get("coef_")
+    T = icpt.shape[0] if coef is None else coef.shape[0]
     if coef is not None:
-        if coef.ndim != 2 or coef.shape[0] != T or coef.shape[1] < 1 or coef.dtype.kind != "f":
-            raise ValueError(f"{path}: coef_ must be a 2-D float array of {T} row(s); got "
-                             f"{coef.dtype} {coef.shape}.")
+        if coef.ndim != 2 or coef.shape[0] < 1 or coef.shape[1] < 1 or coef.dtype.kind != "f":
+            raise ValueError(f"{path}: coef_ must be a 2-D float array; got {coef.dtype} "
+                             f"{coef.shape}.")
         if not np.all(np.isfinite(coef)):
             raise ValueError(f"{path}: weights contain NaN or infinite values.")
         if np.any(np.abs(coef) > _F32_MAX):

@@ -19,7 +19,7 @@ from sklearn.base import clone
 from jaxrank._src.estimators.labels import labels_to_tasks
 from jaxrank._src.estimators.model_selection import fold_masks
 from jaxrank._src.estimators.registry import name_of
-from jaxrank._src.estimators.sweep import SweepResult, _Progress, _say
+from jaxrank._src.estimators.sweep_result import SweepResult, _Progress, _say
 
 
 def _rows(X, idx):
