@@ -508,10 +508,33 @@ def test_gmm_scorer_saves_and_loads(tmp_path):
     # A mixture entry that is not finite is refused, naming the attribute.
     with np.load(tmp_path / "g.npz") as z:
         arrays = {k: z[k] for k in z.files}
-    arrays["params_::mu"] = arrays["params_::mu"] * np.nan
-    np.savez(tmp_path / "bad.npz", **arrays)
+    bad = dict(arrays, **{"params_::mu": arrays["params_::mu"] * np.nan})
+    np.savez(tmp_path / "bad.npz", **bad)
     with pytest.raises(ValueError, match="params_"):
         jaxrank.load(tmp_path / "bad.npz")
+    # So is a file without an attribute the GMM scorer needs, or with a mixture
+    # of another size than the model's n_components.
+    import json
+
+    meta = json.loads(str(arrays["metadata"]))
+    meta["attributes"].remove("desc_scale_")
+    short = {k: v for k, v in arrays.items() if k != "desc_scale_"}
+    np.savez(tmp_path / "short.npz", **dict(short, metadata=np.array(json.dumps(meta))))
+    with pytest.raises(ValueError, match="desc_scale_"):
+        jaxrank.load(tmp_path / "short.npz")
+    wide = dict(arrays, **{k: np.concatenate([v, v], axis=1) for k, v in arrays.items()
+                           if k.startswith("params_::")})
+    np.savez(tmp_path / "wide.npz", **wide)
+    with pytest.raises(ValueError, match="n_components=2"):
+        jaxrank.load(tmp_path / "wide.npz")
+    # A linear model refitted with the GMM scorer keeps no weights of the first.
+    Xl = X.reshape(len(y), -1)
+    m = KernelRank(max_iter=5).fit(Xl, y).set_params(scorer="gmm", n_components=2)
+    m.fit(X, y, mask=mask)
+    assert not hasattr(m, "coef_")
+    jaxrank.save(m, tmp_path / "refit.npz")
+    np.testing.assert_array_equal(jaxrank.load(tmp_path / "refit.npz").decision_function(
+        X, mask=mask), m.decision_function(X, mask=mask))
 
 
 def test_sweep_of_kernelrank_equals_fits_on_its_folds(page_blocks):

@@ -399,6 +399,7 @@ def test_solver_settings_take_the_models_suggestions_and_are_checked():
         2000, 8, 128, 2, 0)
     for bad, err in [(dict(max_iter=0), ValueError), (dict(tol=-1.0), ValueError),
                      (dict(tol=float("nan")), ValueError), (dict(tol="1e-4"), TypeError),
+                     (dict(tol=np.float32(-1e-4)), ValueError),
                      (dict(cache=1.5), TypeError), (dict(inner_steps=-1), ValueError),
                      (dict(hinge_visits=0), ValueError), (dict(max_iter=True), TypeError)]:
         with pytest.raises(err, match="Solver"):

@@ -251,8 +251,12 @@ def test_rejects_bad_inputs_before_fitting(scene):
         sweep(X, Y, Cs=[1.0], model="apsvm-appx", k=0.0)
     with pytest.raises(ValueError, match="'k' parameter"):
         sweep(X, Y, Cs=[1.0], model="apsvm-appx", k=1.5)
-    with pytest.raises(TypeError, match="KernelRank"):
+    with pytest.raises(ValueError, match="KernelRank has no C"):
         sweep(X, Y, Cs=[1.0], model="kernelrank")
+    with pytest.raises(TypeError, match="jaxrank estimator"):
+        sweep(X, Y, model=__import__("sklearn.svm").svm.LinearSVC())
+    with pytest.raises(ValueError, match="refit"):
+        sweep(X, Y, model="kernelrank", refit="yes")
     single = Y.copy()
     single[:, 1] = 0
     with pytest.raises(ValueError, match="task column 1"):

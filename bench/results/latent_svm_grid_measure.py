@@ -55,9 +55,9 @@ def main():
                               model=jaxrank.LatentSVM(random_state=0, max_outer_iter=100),
                               param_grid=GRID, refit=False)
         dt = time.perf_counter() - t0
-        mean = r.mean_val_ap[0].reshape(len(settings), -1)  # [S, G]
+        mean = r.mean_val_score[0].reshape(len(settings), -1)  # [S, G]
         per = mean.max(axis=1)
-        b = int(np.argmax(r.mean_val_ap[0]))
+        b = int(np.argmax(r.mean_val_score[0]))
         best_count[int(np.argmax(per))] += 1
         near_count += per >= per.max() - 0.01
         p = r.best_params[0]

@@ -58,6 +58,6 @@ for name, model in [("1-slack", OneSlackHinge(features=Intercept(LinearFeatures(
                     ("n-slack DCD", NSlack(features=Intercept(LinearFeatures())))]:
     for rep in range(1):
         t = time.time()
-        r = solvers.fit(model, data, prob, C=jnp.float32(C), tol=1e-4, max_iter=int(sys.argv[3]) if len(sys.argv)>3 else 5000)
+        r = solvers.fit(model, data, prob, C=jnp.float32(C), solver=solvers.Solver(tol=1e-4, max_iter=int(sys.argv[3]) if len(sys.argv)>3 else 5000))
         jax.block_until_ready(r.w)
         print(name, "it", int(r.num_steps), "obj", float(r.objective), "dual", float(r.dual), "conv", bool(r.converged), f"{time.time()-t:.2f}s")

@@ -10,7 +10,10 @@ import zipfile
 import numpy as np
 
 FORMAT = "jaxrank-model"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+
+# Versions load reads: 2 (before dict attributes and n_features_in_) and 3.
+_READS = (2, 3)
 
 # Parameters and fitted attributes renamed since earlier model files: read under
 # their current names (the renames are listed in CHANGELOG.md).
@@ -252,10 +255,10 @@ def load(path):
         raise ValueError(f"{path} is not a readable jaxrank model file: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ValueError(f"{path} is not a jaxrank model file (bad metadata).")
-    if meta.get("format_version") != FORMAT_VERSION:
+    if meta.get("format_version") not in _READS:
         raise ValueError(
             f"{path} has model format version {meta.get('format_version')!r}; this "
-            f"jaxrank reads version {FORMAT_VERSION}."
+            f"jaxrank reads versions {', '.join(map(str, _READS))}."
         )
     name = meta.get("estimator")
     cls = class_named(name) if isinstance(name, str) else None
@@ -326,10 +329,20 @@ def load(path):
     except TypeError as e:
         raise ValueError(f"{path}: bad estimator parameters: {e}") from None
     _check_params(path, model)
+    missing = sorted(set(getattr(model, "_required_attributes", lambda: ())()) - set(attrs))
+    if missing:
+        raise ValueError(f"{path}: a fitted {cls.__name__} with these parameters has "
+                         f"{', '.join(missing)}; the file lacks it.")
     for k, a in plain.items():
         setattr(model, k, a.item() if a.ndim == 0 else a)
     for k, parts in grouped.items():
         setattr(model, k, dict(parts))
+    check = getattr(model, "_check_loaded", None)
+    if check is not None:
+        try:
+            check(d)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
     if getattr(model, "multi_output_", False) is False and T != 1 and "multi_output_" in attrs:
         raise ValueError(f"{path}: a single-task model must have one row of coef_.")
     model.n_features_in_ = d

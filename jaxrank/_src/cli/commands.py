@@ -488,6 +488,8 @@ def cmd_sweep(args):
     widths = [max(8, len(h)) for h in head]
     for i, k in enumerate(extra, start=len(lead)):
         widths[i] = max([widths[i]] + [len(str(p[k])) for p in res.params])
+    # the first column also holds the "chosen ..." labels
+    widths[0] = max([widths[0]] + [len(f"chosen {k}") for k in lead[:1] + extra])
     for t, p in enumerate(res.best_params):
         i = len(lead) + len(extra) + t
         widths[i] = max([widths[i]] + [len(str(v)) for v in p.values()])

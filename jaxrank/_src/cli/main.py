@@ -148,7 +148,8 @@ def build_parser():
     sw = sub.add_parser(
         "sweep", help="choose C by k-fold CV for one or many tasks, all fits in one call",
         description="Cross-validate C (validation AP, or the model's own measure; MAP over "
-        "queries for qid: files) for "
+        "queries for qid: files; kernelrank, without C: its --grid parameters, one fit at a "
+        "time) for "
         "every task of TRAIN with all (task, C, fold) fits in one compiled call. Tasks: a "
         "binary label gives one task; a multi-class label column gives one one-vs-rest task "
         "per class (--tasks); several --task-column columns of a .csv/.npy file give one "

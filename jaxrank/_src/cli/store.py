@@ -17,7 +17,8 @@ class ProgramStore:
     first: for a small fit in a fresh process (the CLI) that is most of the
     fit's wall time. This store keys the compiled executable of
     :data:`fit_one` by what determines it instead -- the model (a frozen
-    dataclass, by ``repr``), ``max_iter``, the pytree structure, shapes and
+    dataclass, by ``repr``), the solver's static settings (``max_iter``, the
+    plane cache, ...: ``Solver.static()``), the pytree structure, shapes and
     dtypes of the data and problem, the JAX/jaxlib versions, the backend and
     its devices, the CPU's feature flags, ``XLA_FLAGS`` and a digest of
     jaxrank's own source files -- and loads it without tracing, lowering or

@@ -361,6 +361,10 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         """The devices of the work queue of a batch of fits (``devices``: the parameter)."""
         return devices if is_device_grid(devices) else resolve_devices(devices)
 
+    def _required_attributes(self):
+        """The fitted attributes a saved model must hold (besides intercept_, classes_)."""
+        return ("coef_",)
+
     def _solver(self, **changes):
         """The :class:`jaxrank.solvers.Solver` of this estimator's fits (``tol``, ``max_iter``)."""
         settings = {"tol": np.float32(self.tol), "max_iter": int(self.max_iter)}

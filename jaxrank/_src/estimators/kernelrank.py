@@ -254,6 +254,12 @@ def _auc(scores, y01):
     return float(roc_auc_score(y01, scores))
 
 
+# The fitted attributes of each scorer (a fit with the other scorer removes
+# them); those a model file must hold are the ones ``_persist`` saves.
+_SCORER_ATTRIBUTES = {"linear": ("coef_", "init_coef_", "feature_scale_"),
+                      "gmm": ("params_", "ml_params_", "desc_mean_", "desc_scale_")}
+
+
 class KernelRank(ClassifierMixin, BaseEstimator):
     r"""KernelRank (Gao & Sun 2007): maximise the kernel-smoothed AUC of eq. (11).
 
@@ -463,6 +469,8 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         """
         t0 = time.perf_counter()
         bw, grid, lr = self._check_params()
+        for k in _SCORER_ATTRIBUTES["linear"] + _SCORER_ATTRIBUTES["gmm"]:
+            self.__dict__.pop(k, None)  # a refit with the other scorer keeps none of these
         seed = check_random_state(self.random_state).randint(2**31 - 1)
         devices = self._sample_devices(X)
         if self.scorer == "linear":
@@ -680,15 +688,8 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             h0 = base_bw(p0, X[~val], mask[~val], y01[~val])
             aucs = []
             for m in grid:
-                p, _ = _fit_gmm(
-                    jnp.asarray(X[~val]),
-                    jnp.asarray(mask[~val]),
-                    jnp.asarray(y01[~val]),
-                    p0,
-                    _check_bandwidths(h0 * m),
-                    lr,
-                    **kw,
-                )
+                p, _ = _fit_gmm(jnp.asarray(X[~val]), jnp.asarray(mask[~val]),
+                                jnp.asarray(y01[~val]), p0, _check_bandwidths(h0 * m), lr, **kw)
                 aucs.append(
                     _auc(np.asarray(_gmm_scores_jit(p, X[val], mask[val])), y01[val])
                 )
@@ -703,15 +704,8 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         p0 = ml(X, mask, y01)
         self.ml_params_ = {k: np.asarray(v) for k, v in p0.items()}
         h = base_bw(p0, X, mask, y01) * mult
-        p, hist = _fit_gmm(
-            jnp.asarray(X),
-            jnp.asarray(mask),
-            jnp.asarray(y01),
-            p0,
-            _check_bandwidths(h),
-            lr,
-            **kw,
-        )
+        p, hist = _fit_gmm(jnp.asarray(X), jnp.asarray(mask), jnp.asarray(y01), p0,
+                           _check_bandwidths(h), lr, **kw)
         self.bandwidth_multiplier_ = mult
         return p, h, hist
 
@@ -722,6 +716,25 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         )
 
     # -- predict --------------------------------------------------------------
+
+    def _required_attributes(self):
+        return tuple(k for k in _SCORER_ATTRIBUTES[self.scorer] if k in self._persist)
+
+    def _check_loaded(self, d):
+        """Raise ``ValueError`` unless the loaded GMM state fits ``d`` descriptor features."""
+        if self.scorer != "gmm":
+            return
+        K = int(self.n_components)
+        want = {"mu": (2, K, d), "logvar": (2, K, d), "logit": (2, K)}
+        for name in ("params_", "ml_params_"):
+            p = getattr(self, name)
+            got = {k: tuple(np.shape(v)) for k, v in p.items()}
+            if got != want:
+                raise ValueError(f"{name} must hold {want} for n_components={K}; got {got}.")
+        for name in ("desc_mean_", "desc_scale_"):
+            if np.shape(getattr(self, name)) != (d,):
+                raise ValueError(f"{name} must have shape ({d},); got "
+                                 f"{np.shape(getattr(self, name))}.")
 
     def decision_function(self, X, *, mask=None):
         """Ranking scores ``f(x) + intercept_`` (eq. (19) or (20)).

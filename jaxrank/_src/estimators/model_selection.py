@@ -80,6 +80,27 @@ def ap_scorer(estimator, X, y):
     return float(average_precision(scores, binary_labels(np.asarray(y), "y")))
 
 
+def task_names_and_where(positive, task_names, where):
+    """``(names, where [T, n] bool)`` of ``sweep``'s tasks ``positive [T, n]``.
+
+    ``task_names``: ``None`` (the column indices) or ``T`` names; ``where``:
+    ``None`` (every sample), ``[n]`` or ``[T, n]`` bool.
+
+    Raises:
+        ValueError: ``task_names`` of another length than ``T``.
+        TypeError: ``where`` that is not bool.
+    """
+    T = positive.shape[0]
+    names = list(range(T)) if task_names is None else list(task_names)
+    if len(names) != T:
+        raise ValueError(f"task_names has {len(names)} names for {T} tasks.")
+    where = np.ones(positive.shape, bool) if where is None else np.broadcast_to(
+        np.asarray(where), positive.shape)
+    if where.dtype != bool:
+        raise TypeError(f"where must be a bool array; got dtype {where.dtype}.")
+    return names, where
+
+
 def fold_masks(cv, positive, random_state, groups=None, where=None, units=None):
     """``[T, F, n]`` validation masks (``sweep``'s ``cv``).
 

@@ -60,7 +60,7 @@ from jaxrank._src.estimators.checks import (
     check_feature_scale,
     check_positive_float32,
 )
-from jaxrank._src.estimators.model_selection import fold_masks
+from jaxrank._src.estimators.model_selection import fold_masks, task_names_and_where
 from jaxrank._src.estimators.registry import get_estimator, name_of
 from jaxrank._src.estimators.sweep_loop import sweep_by_loop
 from jaxrank._src.estimators.sweep_result import SweepResult, _Progress, _say
@@ -129,11 +129,11 @@ def _resolve(model, params):
 
         raise TypeError(
             "model must be a registry name (one of "
-            f"{sorted(k for k in ESTIMATORS if k != 'kernelrank')}), an estimator class or an "
-            f"unfitted estimator; got {model!r}.")
-    if not (hasattr(est, "fit") and hasattr(est, "score")):
-        raise TypeError(f"model must be an estimator with fit and score; got "
-                        f"{type(est).__name__}.")
+            f"{sorted(ESTIMATORS)}), an estimator class or an unfitted estimator; got "
+            f"{model!r}.")
+    if not hasattr(type(est), "side_input"):  # every registered class declares it
+        raise TypeError(f"model must be a jaxrank estimator (jaxrank.ESTIMATORS, or a class "
+                        f"registered with jaxrank.register_estimator); got {type(est).__name__}.")
     return est
 
 
@@ -346,6 +346,8 @@ def sweep(
     """
     own_side, params = _side_in_params(model, params)
     est = _resolve(model, params)
+    if refit not in (True, False, "joint"):
+        raise ValueError(f"refit must be True, False or 'joint'; got {refit!r}.")
     if not isinstance(est, StructuredSVM):  # no C, no batched problems: a loop of fits
         if Cs is not None:
             raise ValueError(f"{type(est).__name__} has no C; leave Cs=None and pass the "
@@ -381,16 +383,8 @@ def sweep(
     if R is not None:
         check_feature_scale(R, float(np.max(grid)))
     T = positive.shape[0]
-    names = list(range(T)) if task_names is None else list(task_names)
-    if len(names) != T:
-        raise ValueError(f"task_names has {len(names)} names for {T} tasks.")
-    where = np.ones(positive.shape, bool) if where is None else np.broadcast_to(
-        np.asarray(where), positive.shape)
-    if where.dtype != bool:
-        raise TypeError(f"where must be a bool array; got dtype {where.dtype}.")
+    names, where = task_names_and_where(positive, task_names, where)
     masks = fold_masks(cv, positive, random_state, groups, where, units)
-    if refit not in (True, False, "joint"):
-        raise ValueError(f"refit must be True, False or 'joint'; got {refit!r}.")
     joint = refit == "joint"
     # With refit="joint" every C is also fitted on all samples of each task
     # (an extra "fold" with an empty validation part) in the same compiled call.

@@ -15,16 +15,19 @@ import time
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils import _safe_indexing
+from sklearn.utils.validation import _num_samples
 
 from jaxrank._src.estimators.labels import labels_to_tasks
-from jaxrank._src.estimators.model_selection import fold_masks
+from jaxrank._src.estimators.model_selection import fold_masks, task_names_and_where
 from jaxrank._src.estimators.registry import name_of
 from jaxrank._src.estimators.sweep_result import SweepResult, _Progress, _say
 
 
 def _rows(X, idx):
-    """Rows ``idx`` of a dense array (any rank) or a scipy.sparse matrix."""
-    return X[idx]
+    """Rows ``idx`` of ``X`` (an array of any rank, a scipy.sparse matrix, a
+    DataFrame or a list), by scikit-learn's row indexing."""
+    return _safe_indexing(X, idx, axis=0)
 
 
 def sweep_by_loop(est, X, Y, *, side, value, settings, cv, where, random_state, refit,
@@ -55,15 +58,11 @@ def sweep_by_loop(est, X, Y, *, side, value, settings, cv, where, random_state, 
         ValueError: labels, ``where``, ``cv`` or ``task_names`` as
             :func:`jaxrank.sweep` refuses them, and the estimator's own errors.
     """
-    positive, classes, multi = labels_to_tasks(Y, "Y", getattr(est, "pos_label", None))
+    positive, classes, _ = labels_to_tasks(Y, "Y", getattr(est, "pos_label", None))
     T, n = positive.shape
-    names = list(range(T)) if task_names is None else list(task_names)
-    if len(names) != T:
-        raise ValueError(f"task_names has {len(names)} names for {T} tasks.")
-    where = np.ones(positive.shape, bool) if where is None else np.broadcast_to(
-        np.asarray(where), positive.shape)
-    if where.dtype != bool:
-        raise TypeError(f"where must be a bool array; got dtype {where.dtype}.")
+    if _num_samples(X) != n:
+        raise ValueError(f"X has {_num_samples(X)} samples but Y has {n}.")
+    names, where = task_names_and_where(positive, task_names, where)
     units = side.units(value, n) if side is not None and value is not None else None
     masks = fold_masks(cv, positive, random_state, None, where, units)
     F, G = masks.shape[1], len(settings)

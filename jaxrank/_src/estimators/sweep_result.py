@@ -90,14 +90,17 @@ class SweepResult:
         return int(self.val_score.size)
 
     def rows(self):
-        """One dict per (task, C, fold) fit, for CSV output."""
+        """One dict per (task, C, fold) fit, for CSV output (no ``C`` for an
+        estimator without one)."""
         out = []
         T, G, F = self.val_score.shape
+        has_C = not np.all(np.isnan(self.Cs))
         for t in range(T):
             for g in range(G):
                 for f in range(F):
                     out.append({
-                        "task": self.task_names[t], "C": float(self.Cs[g]),
+                        "task": self.task_names[t],
+                        **({"C": float(self.Cs[g])} if has_C else {}),
                         **(self.params[g] if self.params else {}), "fold": f,
                         "val_score": float(self.val_score[t, g, f]),
                         "objective": float(self.objective[t, g, f]),

@@ -123,7 +123,8 @@ being one of them:
   the stalled former-default fit was far from its optimum: run to
   convergence (solver changed as below, locally), the former defaults were
   0.6 points above APSVM there. More cached planes and cached-plane steps
-  (:class:`AppxModel`: ``cache = 64``, ``inner_steps = 128``) cut the
+  (:class:`AppxModel`'s ``solver_defaults``: ``cache = 64``,
+  ``inner_steps = 128``) cut the
   iterations of converging fits at large ``C`` but do not prevent the
   stall; that needs a change of the solver (a fresh shrinking state for each
   hinge-block call when the model has an oracle, and a floor on the pass

@@ -65,9 +65,9 @@ class Solver:
 
     Raises:
         TypeError: a static field that is not an int (``None`` allowed for
-            the three tuning fields), a ``tol`` that is a string or a bool.
-        ValueError: a field below its bound, a ``tol`` that is negative or
-            not finite.
+            the three tuning fields), a ``tol`` that is a string.
+        ValueError: a field below its bound, a ``tol`` given as a number
+            that is negative or not finite.
 
     References:
         The settings of Shah, Kolmogorov, Lampert, CVPR 2015 (multi-plane
@@ -90,12 +90,13 @@ class Solver:
         _check_int("hinge_visits", self.hinge_visits, 1, optional=True)
         _check_int("seed", self.seed, -(2**63), optional=False)
         tol = self.tol
-        if isinstance(tol, (bool, str, bytes)):
+        if isinstance(tol, (str, bytes)):
             raise TypeError(f"Solver.tol must be a float >= 0; got {type(tol).__name__}.")
-        # (Arrays and tracers pass unchecked: the drivers trace tol, and JAX
-        # rebuilds the object with placeholders while it does.)
-        if isinstance(tol, (Real, np.floating, np.integer)) and not (
-                np.isfinite(float(tol)) and float(tol) >= 0):
+        # Only a number given as such is checked: JAX rebuilds the object
+        # with tracers, placeholders or mapped leaves (e.g. bool masks) while
+        # it transforms a pytree, and those pass unchecked.
+        number = isinstance(tol, (Real, np.floating, np.integer)) and not isinstance(tol, bool)
+        if number and not (np.isfinite(float(tol)) and float(tol) >= 0):
             raise ValueError(f"Solver.tol must be a finite float >= 0; got {tol!r}.")
 
     def for_model(self, model) -> Solver:
