@@ -177,7 +177,8 @@ class ShiftedRows:
             flat[o + (n - 1) * d:] = np.asarray(self.tail)
             return device_dense(out, self.dtype)
         # Under a trace: rows from the shifted rows (a 2-D concatenation; XLA's
-        # CPU concatenation of one long 1-D array was ~10x slower).
+        # CPU concatenation of one long 1-D array is far slower;
+        # docs/design_notes.md).
         body, head, tail = parts
         first = jnp.concatenate([head, body[0, : d - o]])[None]
         mid = jnp.concatenate([body[:-1, d - o:], body[1:, : d - o]], axis=1)

@@ -1,4 +1,4 @@
-"""``jaxrank demo``: the mission on bundled real data, in about a minute on 2 CPU cores.
+"""``jaxrank demo``: the mission on bundled real data, sized for about a minute on 2 CPU cores.
 
 On each demo dataset of :data:`jaxrank.datasets.DEMO_DATASETS` (small real
 imbalanced KEEL/UCI sets chosen by a rule fixed before any model was run,

@@ -276,9 +276,10 @@ def _is_command_process(argv):
 def _end_process(code):
     """Flush the output and end the process without the interpreter's teardown.
 
-    Tearing down the interpreter (JAX's and SciPy's modules and threads) took
-    about 0.4 s, a third of a ``jaxrank train`` whose programs are cached;
-    every file the command writes is closed by then.
+    Tearing down the interpreter (JAX's and SciPy's modules and threads) is a
+    large share of a short command such as a ``jaxrank train`` whose programs
+    are cached (``docs/design_notes.md``); every file the command writes is
+    closed by then.
     """
     for stream in (sys.stdout, sys.stderr):
         try:

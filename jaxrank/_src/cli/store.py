@@ -150,8 +150,8 @@ class ProgramStore:
         self.misses += 1
         # Compiled with JAX's persistent cache off: an executable that JAX
         # loaded from its cache (or compiled again in a process that had
-        # loaded it) does not serialise completely on CPU (jax 0.10.2: the
-        # copy fails to run, "Function ... not found").
+        # loaded it) may not serialise completely on CPU (the copy then fails
+        # to run, "Function ... not found"; docs/design_notes.md).
         compiled = _compile_without_jax_cache(lower)
         if compiled is None:
             compiled = lower().compile()

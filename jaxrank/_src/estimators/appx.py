@@ -52,17 +52,15 @@ class APSVMApprox(StructuredSVM):
     fit depends on the origin of the features, which should be centred,
     e.g. standardised).
 
-    **Defaults.** At :class:`APSVM`'s ``C`` (5-fold CV), ``APSVMApprox(C)``
-    was within 0.77 AP points of ``APSVM(C)`` (test AP) on the 10 tasks of
-    ``bench/table1.py`` and on two dense KEEL sets (satimage, page-blocks0);
-    the former defaults (no offset) fell up to 17.9 points below
-    (``bench/results/appx_defaults.md``; module docstring, *Defaults*).
-    ``C_binary = C / n`` is kept: larger first-stage trade-offs gave larger
-    shortfalls. APPX saves no training time in this package: AP
-    loss-augmented inference (Alg. 2-3) is cheap, and :class:`APSVM` trained
-    faster on 12 of the benchmark's 13 tasks (with w8a); 6 of the 13 second
-    stages stopped unconverged at ``max_iter`` (a solver issue, module
-    docstring).
+    **Defaults.** The defaults (a regularised offset, ``C_binary = C / n``,
+    ``k = 0.5``) were chosen against :class:`APSVM` at its cross-validated
+    ``C`` (test AP); without the offset APPX falls well below APSVM, and
+    larger first-stage trade-offs give larger shortfalls (module docstring
+    of :mod:`jaxrank._src.models.appx`, *Defaults*). APPX saves no training
+    time in this package: AP loss-augmented inference (Alg. 2-3) is cheap,
+    so :class:`APSVM` is usually the faster fit. The figures are in
+    ``docs/design_notes.md`` (``jaxrank/_src/estimators/appx.py``) and
+    ``bench/results/appx_defaults.md``.
 
     Args:
         C: trade-off ``> 0`` of problem (10) (same scale as :class:`APSVM`;
@@ -168,8 +166,8 @@ class APSVMApprox(StructuredSVM):
     def _train(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None):
         # Two stages, each one call of the solver's dispatch (a program of its
-        # own: with both stages sharded over 2 XLA CPU devices in one program,
-        # jax 0.10.2 returned a dual above the objective for some fits).
+        # own: both stages sharded over several devices in one program gave a
+        # dual above the objective for some fits; docs/design_notes.md).
         cb = np.nan if self.C_binary is None else float(self.C_binary)
         binary = self._solver(max_iter=int(self.binary_max_iter))
 

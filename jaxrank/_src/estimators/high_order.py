@@ -358,9 +358,9 @@ class HOBSVM(_HighOrderSVM):
         **_HighOrderSVM._parameter_constraints,
         "J": [None, Interval(Real, 0, None, closed="neither")],
     }
-    # bench/results/high_order.md (Cora, newsgroup threads): validation chose
-    # 1e-4, then the grid's lowest C, on 11 of 12 tasks; with 1e-5 added, 1e-5
-    # was chosen on 4 of 12 tasks, 1e-2 on none.
+    # Down to 1e-5: on the benchmark tasks validation often chose the lowest C
+    # of a grid that started at 1e-4 (bench/results/high_order.md;
+    # docs/design_notes.md).
     _default_Cs = (1e-5, 1e-4, 1e-3, 1e-2)
 
     def __init__(self, C=1e-3, *, eta=1.0, J=None, fit_intercept=True, max_enum=12,
@@ -430,8 +430,9 @@ class HOAPSVM(_HighOrderSVM):
 
     Args:
         C: trade-off ``> 0`` of (14) (AP loss in ``[0, 1]``; with ``eta = 0``
-            it is :class:`jaxrank.APSVM` with ``2 C``; cross-validation picked
-            ``0.05``-``50`` on Cora and 20 Newsgroups threads).
+            it is :class:`jaxrank.APSVM` with ``2 C``; the values that
+            cross-validation chose on the benchmark sets are in
+            ``docs/design_notes.md``).
         eta: weight ``>= 0`` of the pairwise part.
         init: ``"hobsvm"`` (default, as in the paper: ``w_0`` is HOB-SVM with
             the same ``eta``), ``"apsvm"`` (``w_0`` minimises (16) with ``w2 =
@@ -479,17 +480,14 @@ class HOAPSVM(_HighOrderSVM):
     sample ``i``'s own term, a convex piecewise-linear term over every other
     node of its component (their labels in the fixed labeling against their
     best labels at ``w``). So the loss of a ranking is a sum of many kinks
-    seen through one slack, and the optimum combines many planes. Measured
-    on Cora (Neural_Networks, ``C = 0.5``, ``eta = 0.1``, the HOB-SVM
-    start): the relative gap falls from 0.95 to 0.26 in the first 450
-    iterations, then to ``tol = 1e-4`` in about 2,100 (second step: about
-    1,000); the whole fit, with the HOB-SVM start, took 19 s on 2 CPU
-    cores. The plane cache of both
-    high-order models (``PLANE_CACHE = 128`` planes and cached-plane steps)
-    and the solver's line search with the sign multipliers re-optimised
-    (:mod:`jaxrank._src.solvers.ssvm`) are set for this, and the default
-    ``max_iter`` is 3000 per convex step (a step that stops there reports its
-    certified gap in ``cccp_gaps_``).
+    seen through one slack, and the optimum combines many planes: the
+    relative gap falls fast at first, then slowly, over thousands of
+    iterations (the convergence record is in ``docs/design_notes.md``). The
+    plane cache of both high-order models (``PLANE_CACHE = 128`` planes and
+    cached-plane steps) and the solver's line search with the sign
+    multipliers re-optimised (:mod:`jaxrank._src.solvers.ssvm`) are set for
+    this, and the default ``max_iter`` is 3000 per convex step (a step that
+    stops there reports its certified gap in ``cccp_gaps_``).
 
     Attributes:
         coef_, intercept_, pairwise_coef_, pairwise_intercept_, classes_: as

@@ -361,10 +361,8 @@ _COMMON_ARGS = """
             ``argmax_h w0^T Phi_i(h)`` at ``w0`` = the difference of the class
             means of the bags' mean candidates (:func:`centroid_weights`), the
             others uniformly at random among the allowed candidates;
-            ``"random"``: all at random. On 10-digit bags at ``C = 100`` (no
-            instance labels) every random start of LatentAPSVM / LatentSSVM
-            could stall at ``w = 0`` while the centroid start did not (README,
-            "Latent AP-SVM").
+            ``"random"``: all at random. A random start can stall at ``w =
+            0`` where the centroid start does not (see below).
         random_state: seed (``None``, an int or a ``RandomState``) of the
             random initial imputations.
         max_iter: maximum solver iterations per convex step (a step stops
@@ -477,17 +475,15 @@ class LatentAPSVM(_APLatentEstimator):
     CCCP is a local method and its start matters. From a random imputation
     the first convex step's optimum can be ``w = 0`` or within a small
     fraction of its objective (no direction ranks one random candidate per
-    positive bag above every negative bag's best candidate): measured on the
-    ``protein`` MIL set (about 140 candidates per bag) at every ``C``. If
-    that step stops at ``max_iter`` before ``tol`` (large ``C``), the solver's
-    best iterate can be ``w = 0`` itself (seen on 10-digit bags at ``C =
-    100``; ``C = 10`` converges and CCCP proceeds); then all bags tie, the
-    objective does not decrease and CCCP stops with ``coef_ = 0``. The
-    default ``init="centroid"`` starts one initialisation from the imputation
-    at the bag-mean class centroids, which escaped that stall in every case
-    measured (README, "Latent AP-SVM"); other remedies: a smaller ``C``, a
-    larger ``max_iter``, more initialisations (``n_init``) or ``known``
-    candidates.
+    positive bag above every negative bag's best candidate), notably on bags
+    of many candidates. If that step stops at ``max_iter`` before ``tol``
+    (large ``C``), the solver's best iterate can be ``w = 0`` itself; then
+    all bags tie, the objective does not decrease and CCCP stops with
+    ``coef_ = 0``. The default ``init="centroid"`` starts one initialisation
+    from the imputation at the bag-mean class centroids, which avoided that
+    stall in the cases behind this default (``docs/design_notes.md``); other
+    remedies: a smaller ``C``, a larger ``max_iter``, more initialisations
+    (``n_init``) or ``known`` candidates.
 
     Input: one row of ``X`` per candidate, ``bags`` the bag id of each row
     (:meth:`fit`). On the command line (``jaxrank train --model

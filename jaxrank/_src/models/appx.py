@@ -38,8 +38,8 @@ terms (weight ``C mu`` on the kept easy samples) with one dual variable
 updates by dual coordinate ascent at every iteration (:class:`AppxModel`).
 (Folding the penalty into the 1-slack loss instead, with one plane per
 iteration for the set of violated constraints, gives the same problem but
-converges far more slowly: on 20 Newsgroups, 2000 iterations unconverged
-against 40 for the block at ``C = 30``, 174 at ``C = 300``.) The returned
+converges far more slowly; ``docs/design_notes.md``,
+``jaxrank/_src/models/appx.py``.) The returned
 ``dual`` is a lower bound on the optimum of the penalised problem, so the
 usual certificate ``objective - dual`` holds.
 
@@ -50,10 +50,11 @@ rows as given (``intercept_ = b - w^T m``, likewise ``w0_intercept_``). The
 regularised offset then costs ``b^2 / 2`` for the mean training score, not
 for the score at the origin, and no direction of ``w`` shifts every training
 score at once, so the fit does not depend on where the origin of the
-features lies (``X + c`` gives the same fit). Measured at the origin, on
-features far from it (non-negative ones: 0/1 indicators, counts, tf-idf),
-both stages go wrong at small trade-offs. In the first stage nearly every
-hinge is active, so ``[w0, b0]`` is close to ``C_binary sum_i y_i [x_i, 1]``,
+features lies (``X + c`` gives the same fit). With the offset regularised at
+the origin instead (rows not centred), on features far from it
+(non-negative ones: 0/1 indicators, counts, tf-idf), both stages go wrong
+at small trade-offs. In the first stage nearly every hinge is active, so
+``[w0, b0]`` is close to ``C_binary sum_i y_i [x_i, 1]``,
 in which the majority class dominates (``sum_i y_i x_i = |P| mean_P - |N|
 mean_N``): every sample scores below 0, and the easy set is the negatives
 with the most active features. The second stage meets their constraints
@@ -95,47 +96,34 @@ stopping rule ``gap <= tol * objective`` and ``objective <= F* + gap <=
 F(2 v0) + gap < C mu / 2 + gap`` this is ``>= 1 - tol / (1 - tol)`` (plus
 float32 rounding of the scores).
 
-**Defaults (issue 13).** With the former defaults (no offset in either
-stage, ``C_binary = C / n``, ``k = 0.5``) APPX fell up to 17.9 AP points
-below APSVM at APSVM's cross-validated ``C`` on the 10 tasks of
-``bench/table1.py`` (mean 4.7), 3.3 and 4.1 points on satimage and
-page-blocks0, and 4.7 points on w8a at ``C = 100``; the current defaults
-stay within 0.77 points of APSVM on the 12 cross-validated tasks
-(``bench/results/appx_defaults.md``). Two causes, ``C_binary = C / n`` not
-being one of them:
+**Defaults.** A regularised offset in both stages (``fit_intercept=True``),
+``C_binary = C / n`` (the binary SVM's mean hinge at the same ``C``) and
+``k = 0.5``, with these reasons:
 
-* *No offset.* AP is translation invariant, but the constraints ``y_i w^T
+* *The offset.* AP is translation invariant, but the constraints ``y_i w^T
   x_i >= 1`` are not: without ``b`` they pin the absolute level of the scores
   (every kept easy negative below -1, every kept easy positive above +1),
   which ``w`` alone reaches only by turning towards directions that shift
-  all scores, at the expense of the ranking (page-blocks0, standardised,
-  converged: 4.1 points below APSVM). A regularised offset in both stages
-  (``fit_intercept=True``, the default) costs ``b^2 / 2`` and leaves the AP
-  term alone.
-* *A stalled second stage.* The shrinking state of the solver's dual
-  coordinate ascent on the hinge block (:mod:`jaxrank._src.solvers.ssvm`) is
-  carried from one iteration to the next while the planes move ``w``, and
-  liblinear's pass tolerance is lowered 10x whenever a call meets it, down
-  to below float32 resolution; a constraint shrunk while it was slack is then
-  never revisited once the planes make it violated, and the fit stops at
-  ``max_iter`` with a relative gap of 3e-4 to 4e-2 (7 of 13 former-default
-  fits, 6 of 13 current-default ones), at many times APSVM's time. On w8a
-  the stalled former-default fit was far from its optimum: run to
-  convergence (solver changed as below, locally), the former defaults were
-  0.6 points above APSVM there. More cached planes and cached-plane steps
-  (:class:`AppxModel`'s ``solver_defaults``: ``cache = 64``,
-  ``inner_steps = 128``) cut the
-  iterations of converging fits at large ``C`` but do not prevent the
-  stall; that needs a change of the solver (a fresh shrinking state for each
-  hinge-block call when the model has an oracle, and a floor on the pass
-  tolerance).
+  all scores, at the expense of the ranking. A regularised offset costs
+  ``b^2 / 2`` and leaves the AP term alone.
+* *The second stage's solver.* The planes move ``w`` between two calls of
+  the hinge block's dual coordinate ascent (:mod:`jaxrank._src.solvers.ssvm`),
+  so a constraint shrunk while it was slack can be violated at the next
+  call, and liblinear's pass tolerance, lowered 10x whenever a call meets
+  it, would fall below float32 resolution. For a model with an oracle the
+  solver therefore starts every hinge-block call from a fresh shrinking
+  state and floors the pass tolerance; more cached planes and cached-plane
+  steps (:class:`AppxModel`'s ``solver_defaults``: ``cache = 64``,
+  ``inner_steps = 128``) cut the iterations of fits at large ``C``.
+* *``C_binary`` and ``k``.* Larger ``C_binary`` give a first stage of
+  larger norm than the second and more easy samples whose constraints bind,
+  and larger AP shortfalls; ``k = 0.5`` (the paper's middle setting) had a
+  smaller worst shortfall than ``k = 0.25``.
 
-``C_binary = C / n`` (the binary SVM's mean hinge at the same ``C``) is kept:
-larger values give a first stage of larger norm than the second, more easy
-samples whose constraints bind, and larger shortfalls on the 20 Newsgroups
-tasks (``C n / (|P| |N|)``: up to 7.1 AP points; ``1``: up to 15.7), though
-higher test AP on w8a at ``C = 100``. ``k = 0.25`` had a larger worst
-shortfall (1.5 points) than ``k = 0.5``.
+The comparison with APSVM behind these choices (AP shortfalls per data set,
+the stalled fits, the values of ``C_binary`` and ``k`` tried) is in
+``docs/design_notes.md``, ``jaxrank/_src/models/appx.py``, and
+``bench/results/appx_defaults.md``.
 """
 
 from __future__ import annotations

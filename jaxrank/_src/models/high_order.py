@@ -93,12 +93,10 @@ GRAPH_METHODS = ("auto", "enumerate", "bk", "python", "ortools", "pymaxflow")
 
 # Planes cached by the solver, and cached-plane steps per oracle call, that
 # both high-order models suggest (``solver_defaults``; the solver's default is
-# 32 / 32). Their losses are sums
-# over many samples seen through one slack, so the optimum is a combination of
-# many planes: on Cora (Neural_Networks, 1,354 training papers) 128 / 128
-# brought HOB-SVM at C = 1e-3 from a 3.1e-4 gap after 3,000 iterations to
-# converged (1e-4) in 1,076, and a HOAP-SVM convex step (C = 0.5, eta = 0.1)
-# from 1.4e-4 after 3,000 iterations to converged in about 2,000.
+# 32 / 32). Their losses are sums over many samples seen through one slack,
+# so the optimum is a combination of many planes, and a larger cache lets
+# fits on one large component (a citation graph) converge within max_iter
+# (docs/design_notes.md).
 PLANE_CACHE = 128
 
 

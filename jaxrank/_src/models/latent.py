@@ -104,8 +104,8 @@ class BagData:
             each instance's slot in ``layout`` (every instance has exactly
             one); computed from ``layout`` when not given. The transpose of
             :meth:`gather` (the solver's planes) is a gather at these
-            positions instead of a scatter-add (with ``X^T``: 1.5 -> 0.5 ms
-            per call on musk2's 102 x 1,044 table, CPU).
+            positions instead of a scatter-add (faster on CPU;
+            ``docs/design_notes.md``).
     """
 
     def __init__(self, X, layout, mask, allowed=None, position=None):

@@ -41,11 +41,11 @@ def _cumsum(x):
 
     From ``_SCAN_MIN_LEN`` entries a parallel prefix scan
     (``lax.associative_scan``: exact for integers; for floats a tree of
-    additions, error O(log n eps) per entry), on XLA CPU 2.5-3x faster than
-    ``jnp.cumsum`` (a reduce-window) at 10^4 to 10^6 entries. Shorter arrays
-    use ``jnp.cumsum``: the same run time there, and the unrolled scan tree
-    doubled the compile time of the AP oracle (about 3.4 s -> 1.7 s at
-    n = 4,400; ``bench/inference.py`` prints compile seconds).
+    additions, error O(log n eps) per entry), on XLA CPU faster than
+    ``jnp.cumsum`` (a reduce-window) on long arrays. Shorter arrays use
+    ``jnp.cumsum``: the same run time there, and the unrolled scan tree
+    would add to the compile time of the AP oracle (``bench/inference.py``
+    prints compile seconds; figures in ``docs/design_notes.md``).
     """
     if x.shape[0] < _SCAN_MIN_LEN:
         return jnp.cumsum(x)

@@ -40,8 +40,8 @@ from jaxrank._src.types import Violation
 
 # Without the native kernels, lists shorter than this use the XLA path on CPU
 # too: its two single-operand integer sorts need no index payload and beat a
-# NumPy callback below 8192-32768 entries (bench/inference.py --design, "Host
-# vs XLA path by size", measured before the native kernels).
+# NumPy callback on short lists (bench/inference.py --design, "Host vs XLA
+# path by size"; docs/design_notes.md).
 _HOST_MIN_LEN = 16384
 
 

@@ -35,14 +35,13 @@ needs work: ``delta_i = max_{y_i != map_i} S_C(y) - max S_C(y) <= 0``.
   the call; each of the ``n`` clamped cuts continues from the residual graph
   and search trees of the MAP flow and is then undone from a journal of first
   writes (dynamic graph cuts: Kohli & Torr 2006/2007), so a clamp costs the
-  region it touches. On the largest component of Cora's citation graph
-  (2,485 nodes, 5,069 edges) all ``n`` flipped max-marginals took 67-71 ms
-  against 5.5-7.1 s for the same cuts from scratch (two runs on a busy
-  2-core machine, ``bench/results/high_order.md``). Capacities are float64 (no integer
-  scaling); values are exact score differences of the returned labelings
-  (sums over the nodes that changed), not differences of flow values.
+  region it touches, far less than the same cuts from scratch on a large
+  component (``bench/results/high_order.md``; ``docs/design_notes.md``).
+  Capacities are float64 (no integer scaling); values are exact score
+  differences of the returned labelings (sums over the nodes that changed),
+  not differences of flow values.
 * ``"bk-fresh"`` — the same C code, every clamped cut from scratch (no flow or
-  tree reuse): the baseline of the timing table.
+  tree reuse): the baseline for ``"bk"``'s timings.
 * ``"python"`` — a line-by-line port of the C code in Python (the fallback when
   the C extension was not built; slow on large graphs).
 * ``"ortools"`` — OR-tools ``SimpleMaxFlow`` (Apache-2.0; optional, ``pip

@@ -39,22 +39,22 @@ _SORT_PATH = "auto"
 
 # Below this length the XLA path costs less than a host round trip, and a
 # program without host callbacks can be kept in JAX's persistent compilation
-# cache (programs with a host callback are not). Measured crossover of AP
-# select on an idle machine: between 4096 (host 1.25x slower) and 8192 entries
-# (host 0.89x) (bench/results/inference.md, "Host vs XLA path by size"; the
-# ROC-area oracle has its own, in oracles/auc.py).
+# cache (programs with a host callback are not). The length is the crossover
+# of AP select between the NumPy host path and XLA (bench/results/inference.md,
+# "Host vs XLA path by size"; docs/design_notes.md); the ROC-area oracle has
+# its own, in oracles/auc.py.
 _HOST_MIN_LEN = 8192
 
 
-# With the native kernels (rank.c; an FFI call costs about a microsecond, no
-# copies) the host path is faster than XLA's from a few hundred entries: at
-# n = 512 select 0.12 vs 0.26 ms, auc 0.07 vs 0.10 ms (bench/results/
-# inference.md, "Host vs XLA path by size"). Both oracles use this length.
+# With the native kernels (rank.c; an FFI call has a small fixed cost and no
+# copies) the host path is faster than XLA's from a few hundred entries
+# (bench/results/inference.md, "Host vs XLA path by size"; docs/design_notes.md).
+# Both oracles use this length.
 _NATIVE_MIN_LEN = 512
 
 
 # vmap of a host kernel: one callback for the whole batch (the kernels loop
-# over the rows in NumPy); measured against "sequential" in the bench notes.
+# over the rows in NumPy), rather than one callback per row ("sequential").
 _VMAP_METHOD = "broadcast_all"
 
 
@@ -63,12 +63,10 @@ _RADIX_MIN_LEN = 256
 
 # The callback API of the host kernels: "pure" (jax.pure_callback, the
 # default) or "buffer" (jax.experimental.buffer_callback: XLA's buffers read
-# and written in place, 1.1-1.4x faster end to end at 10^5-10^6 entries in
-# bench/inference.py --design). "buffer" is opt-in: the API is experimental,
-# and two long test processes that used it (one of them CI on a merge of this
-# branch) crashed with a segmentation fault inside JAX's persistent
-# compilation cache; the cause is not established (not reproduced in short
-# runs).
+# and written in place, no copies; bench/inference.py --design). "buffer" is
+# opt-in: the API is experimental, and long processes that used it have
+# crashed with a segmentation fault inside JAX's persistent compilation
+# cache, for a cause not established (docs/design_notes.md).
 try:
     from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
 except ImportError:  # pragma: no cover - older JAX
@@ -126,9 +124,10 @@ def sort_path(path):
 
 
 # Inside _cacheable_programs(), without the native kernels: the host path only
-# from this length. A program with a host callback is never kept in JAX's persistent compilation cache or
-# the CLI's program store, so a repeated command would compile it again
-# (about 3-5 s); below 2^16 entries a fit's host sorts save less than that.
+# from this length. A program with a host callback is never kept in JAX's
+# persistent compilation cache or the CLI's program store, so a repeated
+# command would compile it again; below 2^16 entries a fit's host sorts save
+# less time than that compilation costs (docs/design_notes.md).
 _CACHEABLE_HOST_MIN_LEN = 1 << 16
 
 
@@ -266,9 +265,9 @@ def _host_call(host, out_shapes, *args):
     "buffer"`` (and a JAX that has it) ``jax.experimental.buffer_callback``,
     whose kernel reads XLA's input buffers and writes its output buffers in
     place, where ``jax.pure_callback`` copies every input to a new
-    ``jax.Array`` and every result back (an identity kernel: 0.07 vs 0.45 ms
-    per call at 10^5 entries, 1.4 vs 3.7 ms at 10^6). Both are pure for JAX
-    (no side effects) and batch with ``vmap_method=_VMAP_METHOD``.
+    ``jax.Array`` and every result back (timings of an identity kernel:
+    ``docs/design_notes.md``). Both are pure for JAX (no side effects) and
+    batch with ``vmap_method=_VMAP_METHOD``.
     """
     out_shapes = tuple(out_shapes)
     if _CALLBACK == "buffer" and _buffer_callback is not None:

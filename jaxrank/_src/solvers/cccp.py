@@ -201,7 +201,7 @@ def cccp(model, data, problems, C, w0, *, solve, cccp_max_iter, cccp_tol, initia
         cccp_max_iter: maximum convex steps per run (``>= 1``).
         cccp_tol: relative decrease of the objective below which a run stops (``>= 0``).
         initial_objective: optional ``[K]`` objective at ``w0`` (the first step's
-            decrease is measured from it; ``None``: the first step never stops a run
+            decrease is taken from it; ``None``: the first step never stops a run
             by the decrease rule).
         stop_unchanged: stop a run whose imputation did not change.
         schedule: optional ``schedule(t, W [K, dim], problems [K]) -> (problems, may_stop)``:

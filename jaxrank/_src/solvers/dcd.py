@@ -22,12 +22,13 @@ so ``w_out - w_in = sum_i (alpha_out_i - alpha_in_i) y_i z_i`` holds for any
 **Two implementations, same iterates.** On CPU the passes run as native code
 (``dcd.c``, built into ``jaxrank/_src/native/_kernels*.so`` by ``setup.py``), called as
 an XLA FFI custom call (``jax.ffi.ffi_call``): XLA hands the kernel its own
-buffers, so the rows are never copied, and a call costs about 1 us inside a
-jitted loop. (A ``jax.pure_callback`` copies every operand on every call:
-0.1-0.8 s for a 4e5 x 100 float32 matrix; see ``bench/results/dcd.md``.) On
+buffers, so the rows are never copied, and a call inside a jitted loop has
+a small fixed cost. (A ``jax.pure_callback`` copies every operand on every
+call, which dominates for large matrices; see ``bench/results/dcd.md``.) On
 other platforms, and on CPU when the library is missing (a warning says why,
 once), the same algorithm runs as XLA ``lax`` loops: the same iterates up to
-rounding, 4-30x slower per coordinate on CPU. The C kernel accumulates each
+rounding, several times slower per coordinate on CPU (figures:
+``docs/design_notes.md``). The C kernel accumulates each
 ``z_i^T w`` in float64 and holds ``w`` and ``alpha`` in float64 within a call
 (rounded to float32 once at its end, ``w`` taking the rounding of each
 ``alpha_i``); the XLA loops keep them in float32, where at large ``u_i``
@@ -42,11 +43,9 @@ passes or ``max_visits`` coordinate visits; the caller draws a fresh
 calls, ``(P - D) / P`` with ``P = 1/2 ||w||^2 + sum_i u_i max(0, 1 - y_i
 z_i^T w)`` (:func:`row_dots`) and ``D = sum_i alpha_i - 1/2 ||w||^2``,
 lowering ``pg_tol`` 10x when a call ``converged`` but the gap did not.
-``bench/dcd.py`` is this loop as one jitted ``lax.while_loop``; with
-``max_visits = 5 m`` it reaches a gap of 1e-4 in 0.4-2.6x the time liblinear
-needs for 0.1 % of the optimum (page-blocks, reuters money-fx, w8a, satimage;
-C = 0.01 to 100); at C >= 1 shrinking makes it 2x to more than 5x faster than
-plain passes (no difference on satimage).
+``bench/dcd.py`` is this loop as one jitted ``lax.while_loop`` and compares
+it with liblinear and with plain passes without shrinking (results:
+``bench/results/dcd.md``, ``docs/design_notes.md``).
 
 **Composition.** All functions are pure and compose with ``jit``,
 ``lax.while_loop``, ``vmap`` (batched ``w``/``alpha``/``labels``/``upper``/
@@ -622,9 +621,10 @@ def random_order(key, m: int) -> jax.Array:
     """``[m]`` int32 uniformly random permutation of ``range(m)``, cheap on CPU.
 
     On CPU with the native library: an inside-out Fisher-Yates shuffle seeded
-    with 64 bits drawn from ``key`` (``jax.random.bits``), ~3 ns per entry;
+    with 64 bits drawn from ``key`` (``jax.random.bits``), O(m);
     elsewhere ``jax.random.permutation(key, m)`` (XLA's sort-based shuffle,
-    ~24 ms for m = 35,000 on CPU). The two give different permutations.
+    far slower on CPU; ``docs/design_notes.md``). The two give different
+    permutations.
 
     Args:
         key: a JAX PRNG key (typed or raw uint32).

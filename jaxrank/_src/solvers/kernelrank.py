@@ -68,7 +68,7 @@ def _adam_ascent(score_fn, params0, pos, neg, bandwidth, learning_rate, *, kerne
     in neither, e.g. padding, take no part). Returns ``(params,
     objective_history [max_iter])`` (``U`` before each step).
     """
-    import optax  # here, not at module level: ~0.1 s of every `jaxrank` command's start-up
+    import optax  # here, not at module level: keeps optax out of every `jaxrank` command's start-up
 
     opt = optax.adam(learning_rate)
 

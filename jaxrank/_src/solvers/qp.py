@@ -582,9 +582,9 @@ def _pairwise_step_projected(beta, ell, z, corners, levels, on):
     optimum for every ``beta`` (so ``w = Pi(z)``, ``z = w + nu``): the
     violations use the projected ``w`` and the step's line search is
     :func:`_projected_line_search`. Without this, a step that pushes ``w[J]``
-    above 0 is judged as if ``nu`` stayed fixed, and is too short (an AP-SVM
-    fit with one active constraint: 156 iterations against 51; module
-    docstring for HOAP-SVM). O(cache * dim) per step.
+    above 0 is judged as if ``nu`` stayed fixed, and is too short (more
+    iterations to converge; ``docs/design_notes.md`` and the module docstring
+    of :mod:`jaxrank._src.solvers.ssvm`). O(cache * dim) per step.
     """
     w = jnp.where(on, jnp.minimum(z, 0), z)
     viol = levels - corners @ w

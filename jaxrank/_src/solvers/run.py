@@ -20,20 +20,18 @@ from jaxrank._src.solvers import batch, dcd, planes
 from jaxrank._src.solvers import ssvm
 from jaxrank._src.solvers.settings import DEFAULTS, Solver, as_solver
 
-# Slots per device of the batched drivers: 32 was the fastest of 8/16/32 in
-# bench/sweep.py on 2 CPU cores; the plane caches of the slots (``(cache + 1)
-# * dim`` floats each) are kept under this many bytes per device.
+# Slots per device of the batched drivers (the fastest of the sizes tried in
+# bench/sweep.py; docs/design_notes.md); the plane caches of the slots
+# (``(cache + 1) * dim`` floats each) are kept under _SLOT_CACHE_BYTES per device.
 DEFAULT_BATCH_SIZE = 32
 
 
 # On CPU a vmapped batch of fits costs about the sum of its slots at every
 # step, and slots whose fits have stopped keep computing while the queue
 # drains, so one long fit (large C) makes its whole batch pay for its steps;
-# wide batches pay off only when there are many fits to keep the slots busy.
-# Measured (README, "Batched model selection"): `jaxrank demo`'s sweeps of 15
-# fits ran about 3x faster with 1 slot than with 32; bench/sweep.py's 400
-# fits 1.2x (one device) to 2x (two) faster with 32 slots than with 1
-# (bench/results/sweep.md). Hence on CPU one slot per
+# wide batches pay off only when there are many fits to keep the slots busy
+# (small sweeps are faster with one slot, large ones with many:
+# bench/results/sweep.md, docs/design_notes.md). Hence on CPU one slot per
 # CPU_FITS_PER_SLOT fits (per device), at most DEFAULT_BATCH_SIZE.
 CPU_FITS_PER_SLOT = 16
 
@@ -219,7 +217,7 @@ design_matmul = jax.jit(lambda data, W: data @ W)
 @jax.jit
 def _sparse_scores(data, W):
     """``data @ W`` (``[n, T]``) for a sparse float32 design, by the hinge block's
-    native CSR row kernel (about 7x faster than XLA's segment sum on CPU)."""
+    native CSR row kernel (on CPU faster than XLA's segment sum; docs/design_notes.md)."""
     rows = ssvm.design_rows(data)
     return jax.vmap(lambda w: dcd.row_dots(rows, w), in_axes=1, out_axes=1)(W)
 

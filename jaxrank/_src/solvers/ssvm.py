@@ -53,9 +53,8 @@ clamped set is fixed (``_newton_step_projected``, O(cache^2 * dim)); these
 rounds are taken while ``(cache + 1) * inner_steps * dim <= 2**25`` (above
 it, ``nu`` is held fixed during a step and re-set after it). A step
 judged with ``nu`` held fixed is too short whenever it pushes ``w[J]`` above
-0 (HOAP-SVM on Cora, C = 5, eta = 1: relative gap of the last CCCP step
-3.6e-4 after 3,000 iterations with ``nu`` fixed, converged (1e-4) with it
-re-optimised).
+0, enough to keep a HOAP-SVM step from converging within ``max_iter``
+(``docs/design_notes.md``).
 
 **Certificate.** ``F(w_best) - D >= F(w_best) - min F``: the fit stops when
 ``F(w_best) - D <= tol * F(w_best)`` (relative duality gap) or after
@@ -304,8 +303,8 @@ def _hinge_margins(h: HingeTerms, w):
 def _hinge_objective(h: HingeTerms, w):
     if w.dtype == jnp.float32:
         # The hinge block's own row kernel (native CSR / dense loops where
-        # built): on sparse rows about 7x faster than XLA's gather + segment
-        # sum (Reuters money-fx, 340k entries: 0.2 vs 1.6 ms per call).
+        # built): on sparse rows faster than XLA's gather + segment sum
+        # (docs/design_notes.md).
         m = dcd.row_dots(hinge_rows(h), w)
     else:
         m = _hinge_margins(h, w)
