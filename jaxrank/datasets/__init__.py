@@ -181,7 +181,7 @@ def load_keel(name, *, return_X_y=False):
         A ``sklearn.utils.Bunch`` with ``data`` (``[n_samples, n_features]`` float64),
         ``target`` (``[n_samples]`` int64 in {0, 1}), ``feature_names`` (list of str, the
         KEEL attribute names), ``DESCR`` (str: origin, positive class, licence, citation)
-        and ``name``; or ``(data, target)``. Shapes: ecoli1 336 × 7, led7digit_… 443 × 7,
+        and ``name``; or ``(data, target)``. Shapes: ecoli1 336 × 7, ``led7digit_…`` 443 × 7,
         vehicle0 846 × 18, vowel0 988 × 13, yeast3 1,484 × 8, winequality_red_4 1,599 × 11,
         page_blocks0 5,472 × 10.
 

@@ -536,15 +536,15 @@ def ap_most_violated(scores, labels, *, where=None, method="select"):
     :math:`\Delta = 1 - \mathrm{AP}`. All methods are exact:
 
     * ``"greedy"``: Algorithm 1 (Yue et al. 2007), dense ``delta_j(i)`` table,
-      O(|P||N|) after sorting.
+      ``O(|P| |N|)`` after sorting.
     * ``"search"``: Algorithm 2, batched binary search on the unimodal
       ``delta_j`` for ``j >= |P|``, linear scan for the first ``|P| - 1``
-      negatives: O(|P|^2 + |N| log |P|).
+      negatives: ``O(|P|^2 + |N| log |P|)``.
     * ``"select"``: Algorithm 3, selective ranking: only the active negatives
       (``opt_j <= |P|``) are sorted and ranked; found without sorting by a
       binary search over ranks with O(n) counts; the first ``|P| - 1`` rows
       use an exact divide and conquer on the monotonicity of ``opt_j``, and
-      the rows ``j >= |P|`` one binary search per positive (O(|P| log |N|)).
+      the rows ``j >= |P|`` one binary search per positive (``O(|P| log |N|)``).
 
     ``opt_j`` ranges over ``{1, ..., |P|+1}`` with ``delta_j(|P|+1) = 0``;
     argmax ties go to the smallest rank. The increments ``delta_j(i) -

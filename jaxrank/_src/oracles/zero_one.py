@@ -94,7 +94,7 @@ def zero_one_most_violated(scores, labels, *, where=None, pos_weight=1.0):
             or float64, complex or non-numeric labels, a non-bool ``where``.
 
     References:
-        Mohapatra et al., NIPS 2014, §1 (O(|P|+|N|) inference of the binary
+        Mohapatra et al., NIPS 2014, §1 (``O(|P| + |N|)`` inference of the binary
         SVM); Joachims, "Training linear SVMs in linear time", KDD 2006.
     """
     _check_pos_weight(pos_weight)
