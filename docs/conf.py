@@ -9,6 +9,7 @@ Markdown pages are read by MyST; the API reference is generated from the
 docstrings (Google style, read by napoleon).
 """
 
+import os
 import re
 
 project = "jaxrank"
@@ -59,5 +60,69 @@ def _skip_member(app, what, name, obj, skip, options):
     return skip
 
 
+# -- ``{cli-help}``: the command-line reference (docs/cli.md), generated from the
+# parser itself, so that it cannot drift from the code.
+
+# Width of the generated help text (argparse wraps at $COLUMNS - 2).
+_CLI_HELP_COLUMNS = "90"
+
+
+def cli_parsers():
+    """``{"": the parser of ``jaxrank``, "train": that of ``jaxrank train``, ...}``.
+
+    The subcommands are the choices of the parser's one subparsers action.
+    """
+    import argparse
+
+    from jaxrank.cli import build_parser
+
+    parser = build_parser()
+    parsers = {"": parser}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.update(action.choices)
+    return parsers
+
+
+def _cli_help_directive():
+    from docutils import nodes
+    from sphinx.util.docutils import SphinxDirective
+
+    class CliHelp(SphinxDirective):
+        """``{cli-help} [SUBCOMMAND]``: the ``--help`` text of ``jaxrank [SUBCOMMAND]``."""
+
+        optional_arguments = 1
+        has_content = False
+
+        def run(self):
+            import inspect
+
+            import jaxrank._src.cli.main as main
+            import jaxrank._src.cli.options as options
+            import jaxrank._src.estimators.registry as registry
+
+            name = self.arguments[0] if self.arguments else ""
+            parsers = cli_parsers()
+            if name not in parsers:
+                raise self.error(f"cli-help: jaxrank has no subcommand {name!r}; it has "
+                                 f"{sorted(k for k in parsers if k)}.")
+            # Read this page again when the parser's code changes.
+            for module in (main, options, registry):
+                self.env.note_dependency(inspect.getsourcefile(module))
+            saved = os.environ.get("COLUMNS")
+            os.environ["COLUMNS"] = _CLI_HELP_COLUMNS
+            try:
+                text = parsers[name].format_help()
+            finally:
+                if saved is None:
+                    del os.environ["COLUMNS"]
+                else:
+                    os.environ["COLUMNS"] = saved
+            return [nodes.literal_block(text, text, language="text")]
+
+    return CliHelp
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_member)
+    app.add_directive("cli-help", _cli_help_directive())
