@@ -90,7 +90,8 @@ def build_parser():
 
     def batched(q):
         q.add_argument("--batch-size", type=_positive_int, default=None,
-                       help="fits stepped together per device (default: up to 32)")
+                       help="fits stepped together per device (default: up to 32; on a CPU "
+                       "one per 16 fits of a device)")
         q.add_argument("--devices", type=_positive_int, default=None,
                        help="devices to shard the fits over (default: all; on a CPU, "
                        "one per core)")
@@ -113,7 +114,8 @@ def build_parser():
     t.add_argument("--bandwidth", type=_bandwidth, default=None,
                    help="kernelrank: bandwidth in score units, or 'auto' (paper default)")
     t.add_argument("-c", type=_positive_float, default=None,
-                   help="trade-off C > 0 (default: the model's, 1)")
+                   help="trade-off C > 0 (default: the model's own, e.g. 100 for apsvm, 1 "
+                   "for svm)")
     t.add_argument("--force", action="store_true", help="overwrite MODEL if it exists")
     t.add_argument("--progress", action="store_true",
                    help="print the solver's objective, dual bound and gap at its first "

@@ -179,7 +179,10 @@ def fit_many(
             row's queue runs on its ``D_s`` devices with ``data`` sharded
             over them (the caller shards the rows on ``Mesh(grid,
             ("devices", "samples"))``, ``PartitionSpec("samples", None)``;
-            XLA partitions the products, the problem axis is manual).
+            XLA partitions the products, the problem axis is manual). Call
+            it under ``jax.jit`` then (with ``devices`` static), as the
+            estimators do: eagerly, ``jax.shard_map`` refuses the sample-sharded
+            data.
         callback: optional static host function ``(n_stopped) -> None``,
             called through ``jax.debug.callback`` with the number of fits that
             stopped in a loop iteration (when it is ``> 0``).
