@@ -4,8 +4,8 @@ A structured model is a frozen dataclass with a feature map ``scores(w,
 data)`` (linear in ``w``), an optional loss-augmented inference oracle
 ``oracle(S, problem) -> Violation`` and optional per-sample hinge terms
 ``hinge_terms(data, problem, C) -> HingeTerms``; :func:`jaxrank.solvers.fit`
-and :func:`jaxrank.solvers.fit_many` train any of them. See the README's
-worked example of a user-defined model.
+and :func:`jaxrank.solvers.fit_many` train any of them. See the worked
+example of a user-defined model in docs/interface.md.
 
 * Base and protocols: :class:`Model`, :class:`StructuredModel`,
   :class:`FeatureMap`, :class:`HingeTerms`, :class:`jaxrank.inference.Violation`.

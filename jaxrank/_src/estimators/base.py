@@ -455,7 +455,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
         ``C s^2`` is the same problem, weights ``s w``), so the default ``C``
         suits standardised features; the solver's work grows with ``C
         max_i ||x_i||^2``. Rescaling is not automatic: it would not change
-        that product (see the README's note on feature scale).
+        that product (docs/ap_svm.md, "Pitfalls").
         """
         return self._fit(X, y, None)
 

@@ -310,7 +310,7 @@ class KernelRank(ClassifierMixin, BaseEstimator):
             ``X``) are padded to a multiple of the device count (padding rows
             are neither positive nor negative) and sharded over the devices;
             XLA splits ``X w`` and ``X^T g`` by rows and gathers the ``[n]``
-            scores for the pair sums (README, "Data-parallel fits"). The
+            scores for the pair sums (docs/multi_device.md). The
             same ascent as on one device, up to float32 summation order.
         pos_label: the label of the positive (relevant) class, one of the
             two values of ``y``; ``None`` (default): the larger label in sort

@@ -48,7 +48,7 @@ def shard_rows(data, devices):
     ``devices``: a tuple of at least one ``jax.Device``; the number of rows of
     ``data`` must be a multiple of ``len(devices)``. The solver's products
     then run on every device's rows and XLA sums the partial planes across
-    devices (README, "Data-parallel fits").
+    devices (docs/multi_device.md).
 
     A 2-D grid (tuple of tuples, :func:`device_grid`) shards the rows over
     its second axis and replicates them over its first (problems).
@@ -136,7 +136,7 @@ def resolve_devices(devices):
             f"{other[0].process_index}. An estimator shards a host array over this "
             "process's devices only (jax.local_devices()); for a fit across processes, "
             "build the global array with jax.make_array_from_process_local_data and call "
-            "jaxrank.solvers.fit (README, 'Data-parallel fits').")
+            "jaxrank.solvers.fit (the multi-device guide, docs/multi_device.md).")
     if len(set(devs)) != len(devs):
         raise ValueError(f"devices lists a device twice: {list(devs)}.")
     return devs

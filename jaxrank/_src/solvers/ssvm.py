@@ -601,7 +601,7 @@ def fit(
         model: a structured model (static; frozen dataclass with ``scores``,
             ``oracle``, ``hinge_terms``, ``dim`` and optionally
             ``solver_defaults``; see :mod:`jaxrank._src.types` and the
-            README's worked example).
+            worked example in docs/interface.md).
         data: the model's data, shared by every fit of a batch (e.g. a
             :class:`jaxrank.models.Design`).
         problem: pytree of arrays of this fit (e.g. labels and ``where``).
@@ -638,8 +638,7 @@ def fit(
     all-reduced) and gathers the ``[n]`` scores for the inference, which
     runs replicated. Across hosts, start JAX's multi-controller runtime
     (``jax.distributed.initialize``) and build the global array with
-    ``jax.make_array_from_process_local_data`` (README, "Data-parallel
-    fits"). The result is replicated.
+    ``jax.make_array_from_process_local_data`` (docs/multi_device.md). The result is replicated.
 
     References:
         Shalev-Shwartz, Singer, Srebro, "Pegasos", ICML 2007;
