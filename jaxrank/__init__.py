@@ -28,7 +28,7 @@
 All kernels are pure and compose with ``jit``/``vmap``/``grad``.
 """
 
-import importlib
+import importlib as _importlib
 
 from jaxrank._src.estimators import registry as _registry
 
@@ -60,9 +60,9 @@ def __getattr__(name):
         except metadata.PackageNotFoundError:  # a checkout on sys.path, not installed
             value = "0+unknown"
     elif name in _SUBMODULES:
-        value = importlib.import_module("jaxrank." + name)
+        value = _importlib.import_module("jaxrank." + name)
     elif name in _ATTRIBUTES:
-        value = getattr(importlib.import_module(_ATTRIBUTES[name]), name)
+        value = getattr(_importlib.import_module(_ATTRIBUTES[name]), name)
     else:
         raise AttributeError(f"module 'jaxrank' has no attribute {name!r}")
     globals()[name] = value
