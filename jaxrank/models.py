@@ -12,8 +12,8 @@ example of a user-defined model in docs/interface.md.
 * Data and feature maps: :class:`Design` / :func:`design` (dense or sparse
   design matrix), :class:`LinearFeatures` (``S = X w``), :class:`Intercept`.
 * Problems: :class:`ItemProblem`, :class:`QueryProblem`.
-* Built-in models: :class:`APModel`, :class:`BinaryModel`, :class:`AUCModel`,
-  :class:`AppxModel`.
+* Built-in models: :class:`APModel`, :class:`NDCGModel`, :class:`BinaryModel`,
+  :class:`AUCModel`, :class:`AppxModel`.
 * Weak supervision (bags of candidates): :class:`BagData` / :func:`bag_data`
   (padded ``[bags, T_max]`` candidate table), :class:`CandidateFeatures`,
   :class:`LatentProblem`, :class:`LatentAPModel`, :class:`LatentSVMModel`,
@@ -28,6 +28,7 @@ from jaxrank._src.features import Intercept, LinearFeatures
 from jaxrank._src.layout import Design, design
 from jaxrank._src.models.ap import APModel, query_layout
 from jaxrank._src.models.appx import AppxModel, AppxProblem
+from jaxrank._src.models.ndcg import NDCGModel
 from jaxrank._src.models.auc import AUCModel
 from jaxrank._src.models.base import ItemProblem, Model, QueryProblem
 from jaxrank._src.models.binary import BinaryModel
@@ -80,6 +81,7 @@ __all__ = [
     "LatentSVMModel",
     "LinearFeatures",
     "Model",
+    "NDCGModel",
     "QueryProblem",
     "StructuredModel",
     "bag_data",

@@ -212,3 +212,102 @@ def _nan_where(bad, out, s):
     """
     mult = jnp.where(bad, jnp.nan, 0).astype(out.dtype)
     return jnp.where(bad, mult * jnp.sum(s, axis=-1), out)
+
+
+def _ndcg_hinge_fn(kp):
+    from jaxrank._src.oracles import ndcg
+
+    return _structured_hinge(
+        lambda s, p: ndcg.ndcg_oracle(jnp.where(p[1], s, 0), p[0], p[1], kp=kp),
+        lambda s, p: jnp.any(jnp.isnan(s) & p[1]))
+
+
+def ndcg_hinge_loss(scores, labels, *, where=None, segments=None):
+    r"""NDCG structural hinge as a function of the scores (binary gains, no cut-off).
+
+    .. math::
+        \xi(s) = \max_R \; \Delta(R^*, R) - \big(\Psi(X,R^*) - \Psi(X,R)\big)^\top w
+               = \texttt{loss} - s^\top g, \qquad \Delta = 1 - \mathrm{NDCG},
+
+    with AP-SVM's joint feature vector and the exact loss-augmented inference
+    of :func:`jaxrank.inference.ndcg_most_violated` (Mohapatra et al., CVPR
+    2018). It is convex and piecewise linear in ``s``, an upper bound on
+    ``1 - NDCG`` of the ranking by ``s`` (with ties broken against the
+    relevant items); ``jax.grad`` returns the subgradient ``-g`` (a
+    ``custom_vjp``: no differentiation through the sort).
+
+    Args:
+        scores: ``[..., n]`` float32 or float64 scores.
+        labels: ``[..., n]`` relevance gains: bool or integer-valued numbers
+            ``>= 0``; an item is relevant iff its label is ``> 0``.
+        where: optional ``[..., n]`` bool mask of the items taking part.
+        segments: optional ``[n]`` integer query ids (1-D ``scores`` only):
+            the hinge of every query, averaged over the queries that hold a
+            relevant and an irrelevant item (the SVM-map form). Must be
+            concrete (a NumPy array or a constant closed over by ``jit``):
+            the queries' padded layout is built on the host.
+
+    Returns:
+        ``[...]`` float hinge values ``>= 0`` (a scalar with ``segments``). A
+        list (or every query) without a relevant or without an irrelevant
+        item gives 0 with a zero gradient. Under ``jit``, a list with a NaN
+        score or a negative, non-integer or NaN label among its items gives
+        NaN with an all-NaN gradient.
+
+    Raises:
+        ValueError: as :func:`jaxrank.inference.ndcg_most_violated`;
+            ``segments`` of another length than the list, with batch axes,
+            or not integers.
+        TypeError: as :func:`jaxrank.inference.ndcg_most_violated`; traced
+            ``segments``.
+
+    References:
+        Mohapatra, Rolinek, Jawahar, Kolmogorov, Kumar, CVPR 2018; the
+        structured hinge of Yue et al., SIGIR 2007.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxrank.losses import ndcg_hinge_loss
+        >>> s, y = jnp.array([0.5, 1.0, 0.0]), jnp.array([1, 0, 0])
+        >>> float(ndcg_hinge_loss(s, y)) > 0
+        True
+    """
+    from jaxrank._src.oracles import ndcg
+
+    scores, positive, valid, kp = ndcg._ndcg_layout(scores, labels, where, "ndcg_hinge_loss")
+    h = _ndcg_hinge_fn(kp)
+    fn = lambda s, p, v: h(s, (p, v))  # noqa: E731
+    if segments is not None:
+        return _segment_mean(fn, scores, positive, valid, segments, "ndcg_hinge_loss")
+    for _ in range(scores.ndim - 1):
+        fn = jax.vmap(fn)
+    valid = jnp.broadcast_to(valid, scores.shape)
+    return fn(scores, jnp.broadcast_to(positive, scores.shape), valid)
+
+
+def _segment_mean(fn, scores, positive, valid, segments, name):
+    """Mean of ``fn`` over the queries of ``segments`` with both classes (host layout)."""
+    from jaxrank._src.models.ap import query_layout
+
+    if isinstance(segments, jax.core.Tracer):
+        raise TypeError(
+            f"{name}: segments must be concrete (a NumPy array or a constant closed over "
+            "by jit): the queries' layout is built on the host. For traced query ids, "
+            "pad the queries into [Q, L] arrays and pass where=.")
+    seg = np.asarray(segments)
+    if scores.ndim != 1 or seg.shape != scores.shape:
+        raise ValueError(
+            f"{name}: segments must have the shape of a 1-D scores array {scores.shape}; "
+            f"got {seg.shape}.")
+    if not np.issubdtype(seg.dtype, np.integer):
+        raise ValueError(f"{name}: segments must be integer query ids; got dtype {seg.dtype}.")
+    n = scores.shape[0]
+    layout, _ = query_layout(seg, n)
+    idx = jnp.asarray(np.minimum(layout, n - 1))
+    pad = jnp.asarray(layout >= n)
+    pos = jnp.asarray(positive)[idx] & ~pad
+    use = jnp.broadcast_to(jnp.asarray(valid), (n,))[idx] & ~pad
+    s = jnp.where(pad, 0, scores[idx])
+    per_query = jax.vmap(fn)(s, pos, use)
+    ok = jnp.any(pos & use, axis=1) & jnp.any(~pos & use, axis=1)
+    return jnp.sum(jnp.where(ok, per_query, 0)) / jnp.maximum(jnp.sum(ok), 1)

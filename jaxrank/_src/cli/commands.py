@@ -19,7 +19,9 @@ def precision_at_k(scores, positive, k=10):
 
 
 def evaluate_scores(scores, positive, groups=None):
-    """AP, ROC-AUC and P@10 of scores (MAP over queries with ``groups``)."""
+    """AP, ROC-AUC and P@10 of scores (with ``groups``, MAP and NDCG over queries:
+    the means over the queries with a relevant and an irrelevant item; NDCG with
+    binary gains and no cut-off, as :class:`jaxrank.NDCGSVM` optimises)."""
     from jaxrank.metrics import average_precision, roc_auc
 
     s = np.asarray(scores, np.float32)
@@ -31,7 +33,10 @@ def evaluate_scores(scores, positive, groups=None):
     if groups is not None:
         from jaxrank._src.estimators.base import map_score
 
+        from jaxrank._src.estimators.ndcg import mean_ndcg
+
         out["MAP"] = map_score(s, positive, groups)
+        out["NDCG"] = mean_ndcg(s, positive, groups)
         out["queries"] = int(np.unique(groups).size)
     return out
 

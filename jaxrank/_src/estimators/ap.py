@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval, Real, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from jaxrank._src import validation
-from jaxrank._src.estimators.base import StructuredSVM, check_groups, map_score
+from jaxrank._src.estimators.base import StructuredSVM, check_groups
 from jaxrank._src.estimators.checks import DEVICES_CONSTRAINT, check_feature_scale
 from jaxrank._src.estimators.side import SideInput
 from jaxrank._src.layout import max_row_norm
@@ -215,6 +215,6 @@ class APSVM(StructuredSVM):
         s = np.asarray(self.decision_function(X), np.float32)
         if s.ndim != 1:
             raise ValueError("groups are supported only for a model fitted on a 1-D y.")
-        return map_score(s, np.asarray(y) >= self.min_relevance, groups)
+        return self._score_queries(s, np.asarray(y) >= self.min_relevance, groups)
 
 

@@ -180,7 +180,7 @@ class RankerMixin:
             raise ValueError("sample_weight is not supported by the AP score.")
         s, positive = self._scored_tasks(X, y)
         if groups is not None:
-            return float(np.mean([map_score(s[:, t], positive[t], groups)
+            return float(np.mean([self._score_queries(s[:, t], positive[t], groups)
                                   for t in range(positive.shape[0])]))
         return float(np.mean([self._score_one(s[:, t], positive[t])
                               for t in range(positive.shape[0])]))
@@ -189,6 +189,12 @@ class RankerMixin:
         """The estimator's own measure of scores ``s [n]`` for relevance ``positive [n]``
         (``score`` of one task; ``sweep``'s validation score): AP here."""
         return float(average_precision(s, positive))
+
+    def _score_queries(self, s, positive, groups):
+        """The estimator's own measure over queries: the mean over the queries of
+        ``groups [n]`` with both classes (``score(..., groups=)``; ``sweep``'s
+        validation score with ``groups``): MAP here (:func:`map_score`)."""
+        return map_score(s, positive, groups)
 
 
 def map_score(scores, positive, groups):

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 # command line run of one model does not import every model family.
 _ENTRIES = {
     "apsvm": ("jaxrank._src.estimators.ap", "APSVM"),
+    "ndcg-svm": ("jaxrank._src.estimators.ndcg", "NDCGSVM"),
     "svm": ("jaxrank._src.estimators.binary", "BinarySVM"),
     "apsvm-appx": ("jaxrank._src.estimators.appx", "APSVMApprox"),
     "auc-svm": ("jaxrank._src.estimators.auc", "AUCSVM"),

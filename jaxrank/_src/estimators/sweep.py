@@ -54,7 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import clone
 
-from jaxrank._src.estimators.base import StructuredSVM, map_score
+from jaxrank._src.estimators.base import StructuredSVM
 from jaxrank._src.estimators.checks import (
     _SCALE_MAX,
     check_feature_scale,
@@ -161,7 +161,8 @@ def _val_scores(est, S, positive, val, groups):
     for m in range(S.shape[1]):
         v = val[m]
         try:
-            out[m] = (map_score(S[v, m], positive[m][v], groups[v]) if groups is not None
+            out[m] = (est._score_queries(S[v, m], positive[m][v], groups[v])
+                      if groups is not None
                       else est._score_one(S[v, m], positive[m][v]))
         except ValueError:
             out[m] = np.nan

@@ -46,19 +46,26 @@ class APModel(Model):
     method: str = "select"
     grouped: bool = False
 
+    def list_oracle(self, scores, positive, where) -> Violation:
+        """Loss-augmented inference on one list (``[n]`` arrays): :func:`ap_oracle`.
+
+        The one method a ranking loss on the same joint feature vector
+        overrides (:class:`jaxrank.models.NDCGModel`); :meth:`oracle` applies it
+        to the whole list or to every query.
+        """
+        return ap_oracle(scores, positive, where, kp=self.kp, method=self.method)
+
     def oracle(self, S, problem) -> Violation:
         """Most-violated ranking (per query with ``grouped``)."""
         if not self.grouped:
-            return ap_oracle(S, problem.positive, problem.where, kp=self.kp,
-                             method=self.method)
+            return self.list_oracle(S, problem.positive, problem.where)
         n = S.shape[0]
         lay = problem.layout
         pad = lay >= n
         idx = jnp.minimum(lay, n - 1)
         pos = problem.positive[idx] & ~pad
         use = problem.where[idx] & ~pad
-        r = jax.vmap(lambda s, p, w: ap_oracle(s, p, w, kp=self.kp, method=self.method))(
-            S[idx], pos, use)
+        r = jax.vmap(self.list_oracle)(S[idx], pos, use)
         ok = jnp.any(pos & use, axis=1) & jnp.any(~pos & use, axis=1)
         nq = jnp.maximum(jnp.sum(ok), 1).astype(S.dtype)
         coef = jnp.zeros((n,), S.dtype).at[idx.reshape(-1)].add(

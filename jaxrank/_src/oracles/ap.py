@@ -244,7 +244,7 @@ def _opt_search(sp, P, N, sn, num_valid):
     return opt_tail.at[:num_head].set(opt_head)
 
 
-def _opt_head_monotone(sp, P, N, sn, num_rows):
+def _opt_head_monotone(sp, P, N, sn, num_rows, increment=_increment, unrolled=False):
     """Exact ``opt_j`` for the first rows by divide and conquer on monotonicity.
 
     ``opt_j`` is non-decreasing in ``j`` (Yue et al. 2007), so once the rows
@@ -256,20 +256,31 @@ def _opt_head_monotone(sp, P, N, sn, num_rows):
     Within a range, ``delta_j(i) - delta_j(hi) = sum_{k=i}^{hi-1} t_k(j)`` is
     a segmented suffix sum (prefix-sum form of eq. (5)). Rows past
     ``num_rows`` (dynamic) get ``P + 1``.
+
+    ``increment(k, j, sp_k, sn_j, P, N)`` is ``t_k(j)``, the value of rank ``k``
+    minus that of rank ``k + 1`` for row ``j`` (default: AP's eq. (5)); any
+    rank loss whose ``argmax`` is non-decreasing in ``j`` can use it (the NDCG
+    oracle, :mod:`jaxrank._src.oracles.ndcg`).
+
+    ``unrolled`` (static): the two widest levels run on their own, each sized
+    for its rows, and the other levels in a loop sized for the widest of
+    them, instead of one loop body sized for the widest level of all; for
+    many rows (``r`` much larger than ``P``) that is about a quarter of the
+    work, for two more bodies to compile.
     """
     r = sn.shape[0]
     kp = sp.shape[0]
     levels = max(1, int(np.ceil(np.log2(r + 1))))
     size = 2**levels - 1
-    nr = 2 ** (levels - 1)  # rows solved at the last (widest) level
     snp = jnp.concatenate([sn, jnp.zeros((size - r,), sn.dtype)])
     big = jnp.int32(np.iinfo(np.int32).max)
-    buf = kp + 1 + nr
-    q = jnp.arange(buf, dtype=jnp.int32)
-    m = jnp.arange(nr, dtype=jnp.int32)
 
-    def level(lev, opt):
+    def level(lev, opt, nr):
         # opt holds rows 0..size+1; rows 0 and size+1 are the sentinels 1, P+1.
+        # ``nr`` (static) slots hold the level's ``2^lev`` rows.
+        buf = kp + 1 + nr
+        q = jnp.arange(buf, dtype=jnp.int32)
+        m = jnp.arange(nr, dtype=jnp.int32)
         half = jnp.left_shift(1, levels - lev - 1).astype(jnp.int32)
         in_level = m < jnp.left_shift(1, lev)
         rows = jnp.where(in_level, half * (2 * m + 1), 1)  # 1-based j
@@ -286,7 +297,7 @@ def _opt_head_monotone(sp, P, N, sn, num_rows):
         inside = (q < ends[-1]) & (i <= hi[seg]) & in_level[seg]
         jr = rows[seg]
         kk = jnp.clip(i, 1, kp)
-        t = _increment(kk, jr, sp[kk - 1], snp[jr - 1], P, N)
+        t = increment(kk, jr, sp[kk - 1], snp[jr - 1], P, N)
         v = jnp.where(inside & (i < hi[seg]), t, 0)
         g = _cumsum(v[::-1])[::-1]
         g_next = jnp.concatenate([g[1:], jnp.zeros((1,), g.dtype)])
@@ -302,7 +313,23 @@ def _opt_head_monotone(sp, P, N, sn, num_rows):
         return opt.at[dest].set(sol.astype(jnp.int32), mode="drop")
 
     opt = jnp.full((size + 2,), P + 1, jnp.int32).at[0].set(1)
-    opt = lax.fori_loop(0, levels, level, opt)
+    if unrolled:
+        # The two widest levels on their own, the others in one loop whose body
+        # is sized for the widest of them: about a quarter of the work of one
+        # body sized for the widest level, for two more bodies to compile.
+        groups = [(0, max(levels - 2, 0)), (max(levels - 2, 0), levels - 1),
+                  (levels - 1, levels)]
+        for start, end in groups:
+            if end - start == 1:
+                opt = level(start, opt, 2 ** start)
+            elif end > start:
+                opt = lax.fori_loop(
+                    start, end,
+                    functools.partial(lambda nr, lev, o: level(lev, o, nr), 2 ** (end - 1)),
+                    opt)
+    else:
+        nr = 2 ** (levels - 1)  # rows solved at the last (widest) level
+        opt = lax.fori_loop(0, levels, lambda lev, o: level(lev, o, nr), opt)
     return opt[1 : r + 1]
 
 
