@@ -25,10 +25,9 @@ example of a user-defined model in docs/interface.md.
 """
 
 from jaxrank._src.features import Intercept, LinearFeatures
-from jaxrank._src.layout import Design, design
-from jaxrank._src.models.ap import APModel, query_layout
+from jaxrank._src.layout import Design, design, query_layout
+from jaxrank._src.models.ap import APModel
 from jaxrank._src.models.appx import AppxModel, AppxProblem
-from jaxrank._src.models.ndcg import NDCGModel
 from jaxrank._src.models.auc import AUCModel
 from jaxrank._src.models.base import ItemProblem, Model, QueryProblem
 from jaxrank._src.models.binary import BinaryModel
@@ -51,6 +50,7 @@ from jaxrank._src.models.latent import (
     LatentSVMModel,
     bag_data,
 )
+from jaxrank._src.models.ndcg import NDCGModel
 from jaxrank._src.solvers.cccp import cccp_update, latent_objective
 from jaxrank._src.types import FeatureMap, HingeTerms, StructuredModel
 

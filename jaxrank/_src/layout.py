@@ -396,3 +396,26 @@ def _sparse_row_norm(vals, rows=None, n=0, *, indptr=None):
         starts = indptr[:-1][indptr[:-1] < indptr[1:]]  # non-empty rows: contiguous entries
         sq = np.add.reduceat(v * v, starts)
     return m * math.sqrt(float(np.max(sq)))
+
+
+def query_layout(groups, n_items=None):
+    """Padded ``[Q, L]`` item-index table of the queries (host side).
+
+    Args:
+        groups: ``[n]`` integer query ids.
+        n_items: the padding index (default ``n``).
+
+    Returns:
+        ``(layout [Q, L] int32, query_ids [Q])``, queries in sorted id order,
+        items of a query in input order.
+    """
+    groups = np.asarray(groups)
+    n = groups.shape[0] if n_items is None else n_items
+    ids, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    L = int(counts.max())
+    order = np.argsort(inv, kind="stable")
+    start = np.r_[0, np.cumsum(counts)[:-1]]
+    col = np.arange(order.shape[0]) - start[inv[order]]
+    layout = np.full((ids.shape[0], L), n, np.int32)
+    layout[inv[order], col] = order
+    return layout, ids

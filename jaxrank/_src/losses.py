@@ -287,7 +287,7 @@ def ndcg_hinge_loss(scores, labels, *, where=None, segments=None):
 
 def _segment_mean(fn, scores, positive, valid, segments, name):
     """Mean of ``fn`` over the queries of ``segments`` with both classes (host layout)."""
-    from jaxrank._src.models.ap import query_layout
+    from jaxrank._src.layout import query_layout
 
     if isinstance(segments, jax.core.Tracer):
         raise TypeError(

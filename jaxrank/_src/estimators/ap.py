@@ -1,4 +1,4 @@
-r"""AP-SVM (Yue et al. 2007) and SVM-map over queries as a scikit-learn estimator (:class:`APSVM`)."""
+r"""AP-SVM (Yue et al. 2007) and SVM-map over queries: the estimator :class:`APSVM`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from jaxrank._src import validation
 from jaxrank._src.estimators.base import StructuredSVM, check_groups
 from jaxrank._src.estimators.checks import DEVICES_CONSTRAINT, check_feature_scale
 from jaxrank._src.estimators.side import SideInput
-from jaxrank._src.layout import max_row_norm
-from jaxrank._src.models.ap import APModel, query_layout
+from jaxrank._src.layout import max_row_norm, query_layout
+from jaxrank._src.models.ap import APModel
 from jaxrank._src.models.base import QueryProblem
 from jaxrank._src.oracles.ap import METHODS
 

@@ -28,9 +28,8 @@ from jaxrank._src.estimators.checks import (
 from jaxrank._src.estimators.labels import labels_to_tasks, positive_class_text
 from jaxrank._src.estimators.side import SideInput
 from jaxrank._src.features import Intercept
-from jaxrank._src.layout import max_row_norm
+from jaxrank._src.layout import max_row_norm, query_layout
 from jaxrank._src.metrics import average_precision
-from jaxrank._src.models.ap import query_layout
 from jaxrank._src.models.latent import (
     CandidateFeatures,
     LatentAPModel,

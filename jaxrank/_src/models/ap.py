@@ -22,7 +22,6 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxrank._src.models.base import Model
 from jaxrank._src.oracles.ap import ap_oracle
@@ -72,26 +71,3 @@ class APModel(Model):
             jnp.where(pad, 0, r.coef).reshape(-1) / nq)
         return Violation(loss=jnp.sum(r.loss) / nq, coef=coef, aux=r.aux,
                          hinge=jnp.sum(r.hinge) / nq)
-
-
-def query_layout(groups, n_items=None):
-    """Padded ``[Q, L]`` item-index table of the queries (host side).
-
-    Args:
-        groups: ``[n]`` integer query ids.
-        n_items: the padding index (default ``n``).
-
-    Returns:
-        ``(layout [Q, L] int32, query_ids [Q])``, queries in sorted id order,
-        items of a query in input order.
-    """
-    groups = np.asarray(groups)
-    n = groups.shape[0] if n_items is None else n_items
-    ids, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    L = int(counts.max())
-    order = np.argsort(inv, kind="stable")
-    start = np.r_[0, np.cumsum(counts)[:-1]]
-    col = np.arange(order.shape[0]) - start[inv[order]]
-    layout = np.full((ids.shape[0], L), n, np.int32)
-    layout[inv[order], col] = order
-    return layout, ids

@@ -46,8 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxrank._src.layout import design
-from jaxrank._src.models.ap import query_layout
+from jaxrank._src.layout import design, query_layout
 from jaxrank._src.models.base import Model
 from jaxrank._src.oracles.ap import ap_oracle
 from jaxrank._src.types import HingeTerms, Violation

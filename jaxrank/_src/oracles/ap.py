@@ -1,7 +1,7 @@
 """Loss-augmented inference (most-violated rankings) as pure JAX kernels.
 
-AP loss (Yue et al. 2007; Mohapatra et al. 2014, Algorithms 1-3). All kernels are pure, shape-static and
-jit/vmap-able; the Python wrappers only choose a static layout.
+AP loss (Yue et al. 2007; Mohapatra et al. 2014, Algorithms 1-3). All kernels are pure,
+shape-static and jit/vmap-able; the Python wrappers only choose a static layout.
 
 Notation (``shared/MATH_NOTES.md``): positives sorted by score, descending,
 ``s+_1 >= ... >= s+_P``; negatives ``s-_1 >= ... >= s-_N``. The increment
