@@ -1,7 +1,7 @@
-"""jaxrank: rankers that optimise Average Precision and ROC-AUC, in JAX.
+"""jaxrank: rankers that optimise Average Precision, NDCG and ROC-AUC, in JAX.
 
 * Estimators (scikit-learn style): :class:`APSVM` (also query-grouped,
-  SVM-map), :class:`APSVMApprox`, :class:`BinarySVM`, :class:`AUCSVM`,
+  SVM-map), :class:`NDCGSVM`, :class:`APSVMApprox`, :class:`BinarySVM`, :class:`AUCSVM`,
   :class:`KernelRank`; weak supervision (bags of candidates, CCCP):
   :class:`LatentAPSVM`, :class:`LatentSVM`, :class:`LatentSSVM`; high-order
   (samples with a graph of similar pairs): :class:`HOBSVM`,
@@ -24,6 +24,9 @@
   :class:`jaxrank.inference.Violation`; :mod:`jaxrank.losses`;
   :mod:`jaxrank.metrics`.
 * :func:`save`, :func:`load`; data :mod:`jaxrank.datasets`, :func:`load_data`.
+* :func:`use_compilation_cache` — JAX's persistent compilation cache in the
+  user's cache folder, which the estimators turn on at their first fit (opt
+  out with ``use_compilation_cache(enabled=False)`` or ``$JAXRANK_NO_CACHE``).
 
 All kernels are pure and compose with ``jit``/``vmap``/``grad``.
 """
@@ -47,6 +50,7 @@ _ATTRIBUTES = {
     "SideInput": "jaxrank._src.estimators.side",
     "SweepResult": "jaxrank._src.estimators.sweep",
     "sweep": "jaxrank._src.estimators.sweep",
+    "use_compilation_cache": "jaxrank._src.cache",
     **_registry.class_modules(),
 }
 

@@ -22,7 +22,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "jaxrank"
 # metrics (pure JAX), 3 losses, 4 structured models, 5 the solver, 6 the
 # scikit-learn estimators, 7 tools on top of the estimators, 8 the command line.
 LAYERS = {
-    "types": 0, "validation": 0, "arrays": 0, "features": 0, "layout": 0,
+    "types": 0, "validation": 0, "arrays": 0, "features": 0, "layout": 0, "cache": 0,
     "native": 1,
     "oracles": 2, "metrics": 2,
     "losses": 3,

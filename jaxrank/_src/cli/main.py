@@ -225,33 +225,35 @@ def _compilation_cache(args):
     other users, since both hold executables that are run (directories are
     created with mode ``0o700``).
     """
+    from jaxrank._src.cache import default_directory, private_directories, use_compilation_cache
+
     if getattr(args, "no_cache", False):
+        use_compilation_cache(enabled=False)  # nor do the estimators turn it on
         return None
     import jax
 
     if jax.config.jax_compilation_cache_dir:
         return None
-    from jaxrank._src.cli.store import ProgramStore, untrusted_directory
+    from jaxrank._src.cli.store import ProgramStore
 
-    base = os.environ.get("JAXRANK_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "jaxrank")
+    base = default_directory()
+    # Where the command decides against the caches, the estimators it runs
+    # do not turn JAX's cache on either (use_compilation_cache(enabled=False)).
     try:
-        # Private directories (mode 0o700 whatever the umask allows others).
-        for d in (base, os.path.join(base, "jax"), os.path.join(base, "programs")):
-            os.makedirs(d, mode=0o700, exist_ok=True)
+        problem = private_directories(base, "jax", "programs")
     except OSError:
+        use_compilation_cache(enabled=False)
         return None  # unwritable cache location: run without a cache
-    # Both caches hold executables that are run: refuse directories that
-    # other users could write (or replace), as pip does with its cache.
-    for d in (base, os.path.join(base, "jax"), os.path.join(base, "programs")):
-        problem = untrusted_directory(d)
-        if problem:
-            _warn(f"not using the compilation cache: {problem} (or pass --no-cache).")
-            return None
+    if problem:
+        # Both caches hold executables that are run: refuse directories that
+        # other users could write (or replace), as pip does with its cache.
+        _warn(f"not using the compilation cache: {problem} (or pass --no-cache).")
+        use_compilation_cache(enabled=False)
+        return None
     try:
         store = ProgramStore(os.path.join(base, "programs"))
     except OSError:
+        use_compilation_cache(enabled=False)
         return None
     jax.config.update("jax_compilation_cache_dir", os.path.join(base, "jax"))
     # Every program, however quick to compile: a run of the CLI compiles

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrank._src import native
+from jaxrank._src.cache import untrusted_directory
 
 
 class ProgramStore:
@@ -358,40 +359,6 @@ class ProgramStore:
             return None
         self.hits += 1
         return compiled
-
-
-def untrusted_directory(path):
-    """Why ``path`` cannot hold programs that will be run (``""`` when it can).
-
-    A directory qualifies when it is owned by the current user and no other
-    user can write to it (no group or other write bit). POSIX only: where
-    there are no owners and modes (Windows) every directory qualifies.
-
-    Args:
-        path: an existing directory.
-
-    Returns:
-        str: ``""``, or one sentence naming ``path``, its owner or mode and
-        the fix.
-    """
-    import os
-    import stat
-
-    if not hasattr(os, "getuid"):
-        return ""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        return f"cannot read {path}: {e.strerror}"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{path} is not a directory"
-    if st.st_uid != os.getuid():
-        return (f"{path} is owned by another user (uid {st.st_uid}); stored programs "
-                "are run, so the directory must be your own")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return (f"{path} is writable by other users (mode {stat.filemode(st.st_mode)}); "
-                f"stored programs are run, so make it private: chmod go-w {path}")
-    return ""
 
 
 def _compile_without_jax_cache(lower):

@@ -30,6 +30,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxrank._src import validation
+from jaxrank._src.cache import auto_enable
 from jaxrank._src.estimators.checks import (
     check_feature_scale,
     check_positive_float32,
@@ -350,7 +351,12 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
     def _solve(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None, w0=None, solver=None):
         """``FitResult [M]`` of the solver's fits with ``solver`` (default: this
-        estimator's :meth:`_solver`)."""
+        estimator's :meth:`_solver`).
+
+        Turns on JAX's persistent compilation cache at the process's first fit
+        (:func:`jaxrank.use_compilation_cache`), unless the user opted out.
+        """
+        auto_enable()
         if not single:
             devices = self._queue_devices(data, devices)
         # A program store given to this instance (the command line's start-up
@@ -383,6 +389,9 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
     # -- checks ---------------------------------------------------------------
 
     def _check_params(self):
+        # First thing of every fit: JAX's persistent compilation cache (unless
+        # opted out), before the input checks compile their first programs.
+        auto_enable()
         self._validate_params()
         check_positive_float32(self.C, "C")
         if not np.float32(self.tol) >= 0 or not np.isfinite(np.float32(self.tol)):

@@ -1,4 +1,4 @@
-r"""KernelRank (Gao & Sun 2007) as a scikit-learn estimator: smoothed-AUC ascent of a linear or GMM scorer."""
+r"""KernelRank (Gao & Sun 2007), a scikit-learn estimator: smoothed-AUC ascent of a scorer."""
 
 from __future__ import annotations
 
@@ -467,6 +467,9 @@ class KernelRank(ClassifierMixin, BaseEstimator):
         Raises:
             ValueError: see the class docstring.
         """
+        from jaxrank._src.cache import auto_enable
+
+        auto_enable()  # JAX's persistent compilation cache, unless opted out
         t0 = time.perf_counter()
         bw, grid, lr = self._check_params()
         for k in _SCORER_ATTRIBUTES["linear"] + _SCORER_ATTRIBUTES["gmm"]:
