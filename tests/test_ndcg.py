@@ -239,3 +239,24 @@ def test_ndcgsvm_sweep_scores_by_ndcg_and_saves(tmp_path):
     fit = jaxrank.NDCGSVM(C=float(res.Cs[0])).fit(X[~fold], y[~fold], groups=qid[~fold])
     assert res.val_score[0, 0, 0] == pytest.approx(
         fit.score(X[fold], y[fold], groups=qid[fold]), abs=2e-3)
+
+
+@pytest.mark.parametrize("loss", [jaxrank.losses.ap_hinge_loss, ndcg_hinge_loss])
+def test_max_positives_bounds_the_tables_under_jit(loss):
+    rng = np.random.default_rng(9)
+    y = jnp.asarray((rng.random(700) < 0.1).astype(np.int32))
+    s = jnp.asarray(rng.normal(size=700), jnp.float32) + 0.5 * y
+    want = jax.value_and_grad(loss)(s, y)  # concrete labels: the tight bound
+    bounded = jax.jit(jax.value_and_grad(lambda s, y: loss(s, y, max_positives=100)))(s, y)
+    unbounded = jax.jit(jax.value_and_grad(loss))(s, y)  # traced: tables for n positives
+    for got in (bounded, unbounded):
+        assert float(got[0]) == pytest.approx(float(want[0]), rel=1e-6)
+        np.testing.assert_allclose(got[1], want[1], atol=1e-7)
+    # more positives than the bound: NaN under jit, an error for concrete labels
+    assert np.isnan(float(jax.jit(lambda s, y: loss(s, y, max_positives=8))(s, y)))
+    with pytest.raises(ValueError, match="max_positives"):
+        loss(s, y, max_positives=8)
+    with pytest.raises(TypeError, match="max_positives"):
+        loss(s, y, max_positives=2.5)
+    with pytest.raises(ValueError, match="max_positives"):
+        loss(s, y, max_positives=0)

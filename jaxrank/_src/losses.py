@@ -101,14 +101,44 @@ def _zero_cotangent(x):
 
 
 def _ap_hinge_fn(kp, method):
-    # NaN where a score of the items of ``where`` (p[1]) is NaN.
+    # NaN where a score of the items of ``where`` (p[1]) is NaN, or where the
+    # list holds more positives than the static bound ``kp``.
     return _structured_hinge(
         lambda s, p: inference.ap_oracle(jnp.where(p[1], s, 0), p[0], p[1], kp=kp,
                                          method=method),
-        lambda s, p: jnp.any(jnp.isnan(s) & p[1]))
+        lambda s, p: jnp.any(jnp.isnan(s) & p[1]) | _over_bound(p, kp))
 
 
-def ap_hinge_loss(scores, labels, *, where=None, method="select"):
+def _over_bound(p, kp):
+    """True where the list ``p = (positive, where)`` has more than ``kp`` positives."""
+    return jnp.sum(p[0] & p[1], dtype=jnp.int32) > kp
+
+
+def _positive_bound(kp, n, max_positives, labels, where, positive, valid, name):
+    """The static capacity of the positives: ``kp`` from :func:`_layout`, or the
+    user's ``max_positives`` (rounded up to a power of two, at most ``n``).
+
+    Raises:
+        TypeError / ValueError: ``max_positives`` not an integer ``>= 1``, or
+            fewer than the positives of a list (concrete labels).
+    """
+    if max_positives is None:
+        return kp
+    if isinstance(max_positives, bool) or not isinstance(max_positives, (int, np.integer)):
+        raise TypeError(f"{name}: max_positives must be an int >= 1 or None; got "
+                        f"{max_positives!r}.")
+    if max_positives < 1:
+        raise ValueError(f"{name}: max_positives must be >= 1; got {max_positives}.")
+    if validation.is_concrete(labels, where):
+        most = int(np.max(np.sum(np.asarray(positive) & np.asarray(valid), axis=-1)))
+        if most > max_positives:
+            raise ValueError(f"{name}: a list has {most} positives, more than "
+                             f"max_positives={max_positives}.")
+        return kp
+    return max(1, min(n, 1 << (int(max_positives) - 1).bit_length()))
+
+
+def ap_hinge_loss(scores, labels, *, where=None, method="select", max_positives=None):
     r"""AP-SVM structured hinge as a function of the scores.
 
     .. math::
@@ -127,15 +157,24 @@ def ap_hinge_loss(scores, labels, *, where=None, method="select"):
         labels: ``[..., n]``, ``label > 0`` marks positives.
         where: optional ``[..., n]`` bool mask of items taking part.
         method: ``"greedy"``, ``"search"`` or ``"select"`` (static; all exact).
+        max_positives: optional static int, an upper bound on the positives
+            of a list. Under ``jit`` the labels are not known when the program
+            is built, and inference then sizes its tables for ``n``
+            positives; a bound (e.g. the mini-batch's number of positives
+            when the sampler fixes it) makes each call several times faster.
+            Ignored for concrete labels (their count is used).
 
     Returns:
         ``[...]`` float hinge values (``>= 0``). Under ``jit``, lists without
         both classes give 0 with a zero gradient, and a list with a NaN score
-        or a NaN or non-binary label (among the items of ``where``) gives NaN
-        with an all-NaN gradient.
+        or a NaN or non-binary label (among the items of ``where``), or with
+        more positives than ``max_positives``, gives NaN with an all-NaN
+        gradient.
 
     Raises:
-        ValueError / TypeError: as :func:`jaxrank.inference.ap_most_violated`.
+        ValueError / TypeError: as :func:`jaxrank.inference.ap_most_violated`;
+            ``max_positives`` not an int ``>= 1`` or (concrete labels) below
+            a list's number of positives.
 
     References:
         Yue et al., SIGIR 2007, eq. (3) of Mohapatra et al., NIPS 2014.
@@ -149,6 +188,8 @@ def ap_hinge_loss(scores, labels, *, where=None, method="select"):
     """
     inference._check_method(method)
     scores, positive, valid, kp = _layout(scores, labels, where, "ap_hinge_loss")
+    kp = _positive_bound(kp, scores.shape[-1], max_positives, labels, where, positive, valid,
+                         "ap_hinge_loss")
     h = _ap_hinge_fn(kp, method)
     # Masked scores are replaced by 0 inside the oracle call only (p[1] is
     # ``where``): NaN there neither reaches the kernel nor the value.
@@ -219,10 +260,10 @@ def _ndcg_hinge_fn(kp):
 
     return _structured_hinge(
         lambda s, p: ndcg.ndcg_oracle(jnp.where(p[1], s, 0), p[0], p[1], kp=kp),
-        lambda s, p: jnp.any(jnp.isnan(s) & p[1]))
+        lambda s, p: jnp.any(jnp.isnan(s) & p[1]) | _over_bound(p, kp))
 
 
-def ndcg_hinge_loss(scores, labels, *, where=None, segments=None):
+def ndcg_hinge_loss(scores, labels, *, where=None, segments=None, max_positives=None):
     r"""NDCG structural hinge as a function of the scores (binary gains, no cut-off).
 
     .. math::
@@ -246,13 +287,16 @@ def ndcg_hinge_loss(scores, labels, *, where=None, segments=None):
             relevant and an irrelevant item (the SVM-map form). Must be
             concrete (a NumPy array or a constant closed over by ``jit``):
             the queries' padded layout is built on the host.
+        max_positives: optional static int, an upper bound on the relevant
+            items of a list (of a query), as in :func:`ap_hinge_loss`.
 
     Returns:
         ``[...]`` float hinge values ``>= 0`` (a scalar with ``segments``). A
         list (or every query) without a relevant or without an irrelevant
         item gives 0 with a zero gradient. Under ``jit``, a list with a NaN
-        score or a negative, non-integer or NaN label among its items gives
-        NaN with an all-NaN gradient.
+        score or a negative, non-integer or NaN label among its items, or
+        with more relevant items than ``max_positives``, gives NaN with an
+        all-NaN gradient.
 
     Raises:
         ValueError: as :func:`jaxrank.inference.ndcg_most_violated`;
@@ -275,6 +319,8 @@ def ndcg_hinge_loss(scores, labels, *, where=None, segments=None):
     from jaxrank._src.oracles import ndcg
 
     scores, positive, valid, kp = ndcg._ndcg_layout(scores, labels, where, "ndcg_hinge_loss")
+    kp = _positive_bound(kp, scores.shape[-1], max_positives, labels, where, positive, valid,
+                         "ndcg_hinge_loss")
     h = _ndcg_hinge_fn(kp)
     fn = lambda s, p, v: h(s, (p, v))  # noqa: E731
     if segments is not None:
