@@ -428,7 +428,7 @@ def write_report(args, folds, models, results, grids, model_time, fold_info, sta
     qs = [results["NDCG-SVM", k].get("queries") for k in folds] if "NDCG-SVM" in models else []
     if qs and all(qs):
         w(f"\nNDCG-SVM / MAP-SVM training queries used per fold: "
-          f"{', '.join(str(a) for a, _ in qs)} (dropped, no relevant or no irrelevant "
+          f"{', '.join(str(a - b) for a, b in qs)} (dropped, no relevant or no irrelevant "
           f"document: {', '.join(str(b) for _, b in qs)}).")
     w("\n## rax runs\n")
     w("Validation NDCG@10 per (lr, epochs), the chosen one in bold.\n")

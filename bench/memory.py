@@ -1,14 +1,18 @@
 """Peak memory and time of the exact AP / NDCG hinges against rax's pairwise hinge.
 
-For list lengths n = 10^4 .. 10^7 (one list, about 10 % positives, scores
+For list lengths n = 10^4, 10^5, 10^6, 10^7 (the pairwise loss also at
+2*10^4 and 3*10^4, to show where it stops fitting; one list, about 10 % positives, scores
 N(0, 1) with the positives shifted by +0.5, float32) it times the jitted
 ``jax.value_and_grad`` of
 
-* ``jaxrank.losses.ap_hinge_loss(scores, labels)`` (exact AP-SVM hinge),
-* ``jaxrank.losses.ndcg_hinge_loss(scores, labels)`` (exact NDCG hinge),
+* ``jaxrank.losses.ap_hinge_loss(scores, labels, max_positives=P)`` (exact AP-SVM hinge),
+* ``jaxrank.losses.ndcg_hinge_loss(scores, labels, max_positives=P)`` (exact NDCG hinge;
+  ``P`` the list's number of positives, the static bound of the tables under ``jit``),
 * ``rax.pairwise_hinge_loss(scores, labels)`` (every ordered pair: n^2 terms),
 
-compile excluded, median of the timed calls, and measures the peak memory.
+compile excluded (``lower().compile()`` ahead of time, then one untimed
+call), median of the timed calls (20 / 10 / 5 / 3 at n <= 10^4 / 10^5 /
+10^6 / 10^7, or ``--repeats``), and measures the peak memory.
 
 Memory method. Every (loss, n) runs in a fresh child process
 (``python bench/memory.py --one LOSS N``) that first sets its own ``RLIMIT_AS``
@@ -21,21 +25,22 @@ inputs (scores, labels, on the device); the table reports
 
 * ``peak - base``: the loss child's peak RSS minus the baseline child's peak
   RSS (everything the loss adds: XLA compilation + the calls),
-* ``calls peak - before``: inside the loss child, the peak RSS reset
-  (``echo 5 > /proc/self/clear_refs``) after compilation and the first call,
-  minus the RSS just before the timed calls: the working memory of the
-  calls alone, without the compiler's.
+* ``calls peak - before``: inside the loss child, the peak RSS is reset
+  (``echo 5 > /proc/self/clear_refs``) after the compilation; the peak over
+  the first and the timed calls minus the RSS at the reset: the working
+  memory of the calls alone, without the compiler's.
 
 Pairwise cases whose n^2 float32 pairs exceed ``--pair-limit-gib`` (4 GiB,
 n above about 33,000) are not run ("not run: n^2 pairs = X GiB"); an
 out-of-memory failure under the address-space limit is reported as such.
 
-    python bench/memory.py                         # about 10 min on 2 cores
+    python bench/memory.py                         # 6-20 min on 2 cores (load)
     python bench/memory.py --max-n 100000          # quick
     python bench/memory.py --one ap 1000000        # one child, prints JSON
 """
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -112,10 +117,13 @@ def child(loss, n, repeats):
         print("RESULT " + json.dumps(out), flush=True)
         return
 
+    # The exact hinges get the list's number of positives as their static
+    # bound (max_positives: under jit the labels are traced, and without a
+    # bound inference sizes its tables for n positives).
     if loss == "ap":
-        f = jaxrank.losses.ap_hinge_loss
+        f = functools.partial(jaxrank.losses.ap_hinge_loss, max_positives=out["positives"])
     elif loss == "ndcg":
-        f = jaxrank.losses.ndcg_hinge_loss
+        f = functools.partial(jaxrank.losses.ndcg_hinge_loss, max_positives=out["positives"])
     else:
         f = rax.pairwise_hinge_loss
     vg = jax.jit(jax.value_and_grad(f))
@@ -215,6 +223,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=0,
                     help="timed calls per case (default: 20 / 10 / 5 / 3 by n)")
     ap.add_argument("--max-n", type=int, default=10**7)
+    ap.add_argument("--ns", default="",
+                    help="comma list of n (default 1e4, 2e4 + 3e4 (pairwise only), 1e5, 1e6, 1e7)")
     ap.add_argument("--losses", default=",".join(LOSSES))
     ap.add_argument("--mem-limit-gib", type=float, default=8.0,
                     help="RLIMIT_AS of every child (GiB of address space)")
@@ -233,7 +243,9 @@ def main(argv=None):
     from importlib.metadata import version
 
     losses = args.losses.split(",")
-    ns = [n for n in (10**4, 3 * 10**4, 10**5, 10**6, 10**7) if n <= args.max_n]
+    ns = ([int(float(x)) for x in args.ns.split(",")] if args.ns
+          else [10**4, 2 * 10**4, 3 * 10**4, 10**5, 10**6, 10**7])
+    ns = [n for n in ns if n <= args.max_n]
     # The parent does not import JAX (it only starts children): the device line
     # comes from the first baseline child.
     base = {ns[0]: run_child("base", ns[0], args)}
@@ -256,7 +268,7 @@ def main(argv=None):
         base[n] = b
         print(f"# base n={n}: {json.dumps(b)}", file=sys.stderr, flush=True)
         for loss in losses:
-            if loss != "pairwise" and n == 3 * 10**4:
+            if loss != "pairwise" and n in (2 * 10**4, 3 * 10**4) and not args.ns:
                 continue
             pair_gib = n * n * 4 / (1 << 30)
             if loss == "pairwise" and pair_gib > args.pair_limit_gib:
@@ -279,6 +291,9 @@ def main(argv=None):
             continue
         if "error" in r:
             what = "out of memory" if r.get("oom") else "failed"
+            if "first_call_s" in r and bpk:  # failed in a later call
+                what += (f" in a timed call; the first call ran ({fmt_time(r['first_call_s'])}, "
+                         f"peak - base {_mib(r['peak_kb'] - bpk)} MiB)")
             print(f"| {NAMES[loss]} | {fmt_n(n)} | {r.get('positives', '')} "
                   f"| **{what}** ({r['error'][:160]}) | | | | | | {bcol} |")
             continue

@@ -61,14 +61,17 @@ def binary_labels(labels, name="labels"):
 
 def check_both_classes(positive, valid, name="labels"):
     """Raise ValueError unless every list has a positive and a negative."""
-    pos = np.sum(positive & valid, axis=-1)
-    neg = np.sum(~positive & valid, axis=-1)
-    if np.any(pos == 0) or np.any(neg == 0):
+    pos = np.atleast_1d(np.sum(positive & valid, axis=-1)).reshape(-1)
+    neg = np.atleast_1d(np.sum(~positive & valid, axis=-1)).reshape(-1)
+    bad = np.flatnonzero((pos == 0) | (neg == 0))
+    if bad.size:
+        i = int(bad[0])
+        where = f"list {i} (of {pos.size})" if pos.size > 1 else "the list"
         raise ValueError(
             f"{name} must contain both classes (a positive and a negative) in every "
-            f"list; got {int(np.min(pos))} positive(s) and {int(np.min(neg))} "
-            "negative(s) in the worst list."
-        )
+            f"list; {where} has {int(pos[i])} positive(s) and {int(neg[i])} negative(s)"
+            + (f", and {bad.size - 1} other list(s) lack a class too." if bad.size > 1
+               else "."))
 
 
 def check_where(where, shape):
