@@ -53,15 +53,8 @@ import time
 
 import numpy as np
 
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import cpu_name  # noqa: E402
 
 
 def log(*a):

@@ -61,7 +61,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 import jaxrank
@@ -147,17 +146,20 @@ def fit_svm(cls, grouped, C, split, params):
                 wnorm=float(np.linalg.norm(est.coef_)))
 
 
-def select_C(cls, grouped, params, split, log, max_extensions=3):
-    """Fits over the default grid, extended at an edge; the best by validation MAP."""
-    grid = list(cls._default_Cs)
+def extend_grid(fit, grid, max_extensions=3):
+    """``fit(C) -> dict with "val"`` over ``grid``, extended as ``Cs="auto"`` does.
+
+    While the best validation score (the first on ties, as GridSearchCV) sits
+    at an edge, two more values beyond it with the grid's log spacing, at most
+    ``max_extensions`` times, within ``C_RANGE``. Returns ``(best run, runs in
+    C order, {C: run})``.
+    """
+    grid = list(grid)
     step = np.log10(grid[1] / grid[0])
-    runs = {C: fit_svm(cls, grouped, C, split, params) for C in grid}
-    for r in runs.values():
-        log(r)
+    runs = {C: fit(C) for C in grid}
     for _ in range(max_extensions):
         Cs = sorted(runs)
-        vals = [runs[C]["val"] for C in Cs]
-        b = int(np.argmax(vals))  # first on ties, as GridSearchCV
+        b = int(np.argmax([runs[C]["val"] for C in Cs]))
         if b == len(Cs) - 1:
             new = [Cs[-1] * 10 ** (step * j) for j in (1, 2)]
         elif b == 0:
@@ -168,11 +170,22 @@ def select_C(cls, grouped, params, split, log, max_extensions=3):
         if not new:
             break
         for C in new:
-            runs[C] = fit_svm(cls, grouped, C, split, params)
-            log(runs[C])
+            runs[C] = fit(C)
     Cs = sorted(runs)
     best = Cs[int(np.argmax([runs[C]["val"] for C in Cs]))]
-    return runs[best], [runs[C] for C in Cs]
+    return runs[best], [runs[C] for C in Cs], runs
+
+
+def select_C(cls, grouped, params, split, log, max_extensions=3):
+    """Fits over the default grid, extended at an edge; the best by validation MAP."""
+
+    def fit(C):
+        r = fit_svm(cls, grouped, C, split, params)
+        log(r)
+        return r
+
+    best, runs, _ = extend_grid(fit, cls._default_Cs, max_extensions)
+    return best, runs
 
 
 # ---------------------------------------------------------------------------

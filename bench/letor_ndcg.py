@@ -63,9 +63,12 @@ from sklearn.metrics import ndcg_score
 
 import jaxrank
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import cpu_name  # noqa: E402
+from letor import extend_grid  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "mq2008"
-C_RANGE = (1e-6, 1e8)  # the Cs="auto" bounds of jaxrank.sweep
 RAX = {"Softmax (rax)": "softmax", "ApproxNDCG (rax)": "approx_ndcg"}
 
 
@@ -180,29 +183,15 @@ def fit_svm(name, cls, grouped, C, sp, params):
 
 def select_C(name, cls, grouped, params, sp, max_extensions):
     """Fits over the default grid, extended at an edge; the best by validation NDCG@10."""
-    grid = list(cls._default_Cs)
-    step = np.log10(grid[1] / grid[0])
-    runs = {C: fit_svm(name, cls, grouped, C, sp, params) for C in grid}
-    for r in runs.values():
-        r["on_default_grid"] = True
-    for _ in range(max_extensions):
-        Cs = sorted(runs)
-        b = int(np.argmax([runs[C]["val"] for C in Cs]))  # first on ties, as GridSearchCV
-        if b == len(Cs) - 1:
-            new = [Cs[-1] * 10 ** (step * j) for j in (1, 2)]
-        elif b == 0:
-            new = [Cs[0] * 10 ** (-step * j) for j in (1, 2)]
-        else:
-            break
-        new = [C for C in new if C_RANGE[0] <= C <= C_RANGE[1]]
-        if not new:
-            break
-        for C in new:
-            runs[C] = fit_svm(name, cls, grouped, C, sp, params)
-            runs[C]["on_default_grid"] = False
-    Cs = sorted(runs)
-    best = Cs[int(np.argmax([runs[C]["val"] for C in Cs]))]
-    return runs[best], [runs[C] for C in Cs]
+    default = set(cls._default_Cs)
+
+    def fit(C):
+        r = fit_svm(name, cls, grouped, C, sp, params)
+        r["on_default_grid"] = C in default
+        return r
+
+    best, runs, _ = extend_grid(fit, cls._default_Cs, max_extensions)
+    return best, runs
 
 
 # ---------------------------------------------------------------------------
@@ -292,16 +281,6 @@ def rax_version():
     return version("rax")
 
 
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def write_report(args, folds, models, results, grids, model_time, fold_info, started, total):
     L = []
     w = L.append
@@ -311,7 +290,7 @@ def write_report(args, folds, models, results, grids, model_time, fold_info, sta
     w(f"Command: `python bench/letor_ndcg.py {' '.join(args.argv)}`".rstrip() + "  ")
     w(f"Date: {started:%Y-%m-%d %H:%M} UTC  ")
     w(f"Machine: `{platform.processor() or platform.machine()}`, {os.cpu_count()} CPU cores "
-      f"({cpu_model()}), jax {jax.__version__} on {jax.devices()[0].platform}; shared and "
+      f"({cpu_name()}), jax {jax.__version__} on {jax.devices()[0].platform}; shared and "
       "loaded by other jobs while this ran, so times are indicative.  ")
     w(f"Total run time: **{total:.0f} s** ({', '.join(f'fold {k}' for k in folds)}).\n")
     w("## Protocol\n")

@@ -52,6 +52,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import cpu_name, simd_level  # noqa: E402
 
 LOSSES = ("ap", "ndcg", "pairwise")
 NAMES = {"ap": "ap_hinge_loss", "ndcg": "ndcg_hinge_loss",
@@ -184,24 +185,6 @@ def run_child(loss, n, args):
             "wall_s": wall}
 
 
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def simd_line():
-    from numpy._core._multiarray_umath import __cpu_features__ as f
-
-    best = [k for k in ("AVX512_SPR", "AVX512_ICL", "AVX512_SKX", "AVX2", "SSE42")
-            if f.get(k)]
-    return f"numpy {np.__version__}, SIMD {best[0] if best else 'baseline'}"
-
-
 def _mib(kb):
     return f"{kb / 1024:.0f}"
 
@@ -255,7 +238,7 @@ def main(argv=None):
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; jax {version('jax')} "
           f"on {b0.get('device', '?')}; {platform.machine()}, os.cpu_count() = "
           f"{os.cpu_count()}")
-    print(f"{cpu_name()}; {simd_line()}")
+    print(f"{cpu_name()}; {simd_level()}")
     print(f"Every case in a fresh child under RLIMIT_AS = {args.mem_limit_gib:g} GiB, "
           f"timeout {args.timeout:g} s; pairwise not run above {args.pair_limit_gib:g} GiB "
           "of n^2 float32 pairs.")

@@ -17,28 +17,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _machine import device_line  # noqa: E402
-
-
-def simd_line():
-    """NumPy's detected CPU features (the sort's SIMD level)."""
-    from numpy._core._multiarray_umath import __cpu_features__ as f
-
-    best = [k for k in ("AVX512_SPR", "AVX512_ICL", "AVX512_SKX", "AVX2", "SSE42")
-            if f.get(k)]
-    return f"numpy {np.__version__}, SIMD {best[0] if best else 'baseline'}"
-
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "unknown CPU"
+from _machine import cpu_name, device_line, simd_level  # noqa: E402
 
 
 def median_time(fn, repeats):
@@ -64,7 +43,7 @@ def main(argv=None):
     from jaxrank.inference import ap_oracle, auc_oracle, ndcg_oracle
 
     print(device_line())
-    print(f"{cpu_name()}; {simd_line()}")
+    print(f"{cpu_name()}; {simd_level()}")
     print()
     print("| N | P | np.sort ms | ap_oracle (select) ms | auc_oracle ms | ndcg_oracle ms "
           "| ndcg / np.sort | ndcg / ap |")

@@ -348,6 +348,15 @@ def _ap_outputs(sp, P, N, n_above, dtype):
     return loss, g_pos
 
 
+def _list_counts(pos_valid, neg_valid, dtype):
+    """``(P, N, max(P, 1), max(P, 1) as dtype, max(N, 1) as dtype, P > 0 and N > 0)``
+    of a list's valid positives and negatives (int32 counts)."""
+    P = jnp.sum(pos_valid, dtype=jnp.int32)
+    N = jnp.sum(neg_valid, dtype=jnp.int32)
+    P_ = jnp.maximum(P, 1)
+    return P, N, P_, P_.astype(dtype), jnp.maximum(N, 1).astype(dtype), (P > 0) & (N > 0)
+
+
 def _ap_core(scores, pos_valid, neg_valid, kp, method):
     """AP loss-augmented inference with a static capacity for the positives.
 
@@ -372,12 +381,7 @@ def _ap_core(scores, pos_valid, neg_valid, kp, method):
     """
     dtype = scores.dtype
     n = scores.shape[0]
-    P = jnp.sum(pos_valid, dtype=jnp.int32)
-    N = jnp.sum(neg_valid, dtype=jnp.int32)
-    P_ = jnp.maximum(P, 1)
-    Pf = P_.astype(dtype)
-    Nf = jnp.maximum(N, 1).astype(dtype)
-    ok = (P > 0) & (N > 0)
+    P, N, P_, Pf, Nf, ok = _list_counts(pos_valid, neg_valid, dtype)
     select = method == "select"
     caps = tuple(_select_capacities(n)) if select else (n,)
     kh = min(kp - 1, n)

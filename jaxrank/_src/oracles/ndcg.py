@@ -54,7 +54,7 @@ import numpy as np
 
 from jaxrank._src import validation
 from jaxrank._src.metrics import _sort_key
-from jaxrank._src.oracles.ap import _finish, _opt_head_monotone
+from jaxrank._src.oracles.ap import _finish, _list_counts, _opt_head_monotone
 from jaxrank._src.oracles.ap_select import _ap_layout, _counts_above
 from jaxrank._src.oracles.inputs import _layout, _masked_scores, _nan_if_nan_scores
 from jaxrank._src.oracles.sorting import _desc_scores
@@ -105,12 +105,7 @@ def _ndcg_core(scores, pos_valid, neg_valid, kp):
     """
     dtype = scores.dtype
     n = scores.shape[0]
-    P = jnp.sum(pos_valid, dtype=jnp.int32)
-    N = jnp.sum(neg_valid, dtype=jnp.int32)
-    P_ = jnp.maximum(P, 1)
-    Pf = P_.astype(dtype)
-    Nf = jnp.maximum(N, 1).astype(dtype)
-    ok = (P > 0) & (N > 0)
+    P, N, P_, Pf, Nf, ok = _list_counts(pos_valid, neg_valid, dtype)
     tkd = jnp.zeros((1,), _sort_key(scores[:1]).dtype)  # no selection: every negative
     psk, psrc, _, sk, src = _ap_layout(scores, pos_valid, neg_valid, tkd, P_, N, kp=kp,
                                        caps=(n,), kh=min(kp - 1, n))
