@@ -21,6 +21,10 @@ jax.config.update("jax_compilation_cache_dir",
                   _CACHE or str(Path(__file__).resolve().parents[1] / ".jax_cache"))
 jax.config.update("jax_enable_compilation_cache", bool(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+# The processes the tests start (notebook kernels, workers, scripts) keep the
+# estimators' persistent cache off too (tests/test_cache.py runs its own
+# processes without this variable).
+os.environ.setdefault("JAXRANK_NO_CACHE", "1")
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for `import reference`

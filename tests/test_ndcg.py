@@ -68,7 +68,7 @@ def _ranking_ndcg(s, rel, opt):
     return 1 - sum(_D(p) for p in pos) / Z
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def x64():
     with jax.enable_x64(True):
         yield

@@ -433,8 +433,10 @@ def test_solver_settings_reach_the_fit_and_tol_is_traced(page_blocks):
     assert bool(a.converged) and bool(b.converged)
     assert int(a.num_steps) != int(b.num_steps)
     np.testing.assert_allclose(float(b.objective), float(a.objective), rtol=2e-4)
-    assert run._cache_size() == 2
+    # Counted relative to the two programs above (the absolute size of the
+    # jit cache also depends on what ran before in the process).
+    before = run._cache_size()
     run(model, data, prob, C=100.0, solver=Solver(tol=1e-3, max_iter=3000))
-    assert run._cache_size() == 2
+    assert run._cache_size() == before
     run(model, data, prob, C=100.0, solver=Solver(tol=1e-3, max_iter=2999))
-    assert run._cache_size() == 3
+    assert run._cache_size() > before
