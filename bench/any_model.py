@@ -29,7 +29,9 @@ loss, no early stopping. Losses:
     {1e-3, 3e-3}, margin in {0.6, 1}, gamma in {0.1, 0.9}, warm start (BCE,
     Adam) in {0, 3} epochs. This code path
     (``--libauc``) imports no JAX: it runs in a separate virtualenv
-    (``--libauc-python``, default ``/tmp/venv-libauc/bin/python`` when it exists).
+    (``--libauc-python``, default ``/tmp/venv-libauc/bin/python`` when it exists;
+    made by ``python3 -m venv /tmp/venv-libauc && /tmp/venv-libauc/bin/pip install
+    "libauc>=2.0.1" torch numpy scikit-learn``, the ``bench-libauc`` extra's list).
 
 Each loss's settings (learning rate in {1e-3, 3e-3, 1e-2}; for (c) also weight
 decay in {0, 0.1}, scale in {1, 10}, warm start in {0, 3} epochs) are chosen
