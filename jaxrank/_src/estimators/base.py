@@ -351,12 +351,7 @@ class StructuredSVM(RankerMixin, ClassifierMixin, BaseEstimator):
     def _solve(self, model, data, problems, C, *, single, batch_size=None, devices=None,
                progress=None, w0=None, solver=None):
         """``FitResult [M]`` of the solver's fits with ``solver`` (default: this
-        estimator's :meth:`_solver`).
-
-        Turns on JAX's persistent compilation cache at the process's first fit
-        (:func:`jaxrank.use_compilation_cache`), unless the user opted out.
-        """
-        auto_enable()
+        estimator's :meth:`_solver`)."""
         if not single:
             devices = self._queue_devices(data, devices)
         # A program store given to this instance (the command line's start-up

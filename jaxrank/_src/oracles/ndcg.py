@@ -263,18 +263,11 @@ def ndcg_most_violated(scores, labels, *, where=None):
         [0, 0, 2]
     """
     scores, positive, valid, kp = _ndcg_layout(scores, labels, where, "ndcg_most_violated")
-    fn = functools.partial(_ndcg_masked, kp=kp)
+    fn = functools.partial(ndcg_oracle, kp=kp)
     raw, scores = scores, _masked_scores(scores, valid)
     valid = jnp.broadcast_to(valid, scores.shape)
     positive = jnp.broadcast_to(positive, scores.shape)
     for _ in range(scores.ndim - 1):
         fn = jax.vmap(fn)
-    out = fn(scores, positive & valid, ~positive & valid)
-    return _nan_if_nan_scores(out, raw, valid)
-
-
-@functools.partial(jax.jit, static_argnames=("kp",))
-def _ndcg_masked(scores, pos_valid, neg_valid, *, kp):
-    loss, coef, opt = _ndcg_core(scores, pos_valid, neg_valid, kp)
-    return _finish(loss, coef, scores, opt)
+    return _nan_if_nan_scores(fn(scores, positive, valid), raw, valid)
 
